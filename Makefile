@@ -1,0 +1,25 @@
+# The two commands of the course: `make lab` and `make test`. Each sets up .venv on its own.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup lab test
+
+# (Re)install when the pins or the package metadata change.
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+lab: setup
+	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks
+
+test: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	COURSE_QUICK=1 $(BIN)/python -m pytest tests notebooks \
+		--nbval-lax --nbval-current-env --nbval-cell-timeout=600 -p no:cacheprovider

@@ -1,0 +1,218 @@
+"""Choosing a device, describing the hardware, and moving data to and from it.
+
+Introduced in ``00_devices_and_tensors``. Nothing here probes the hardware at import time.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import numpy as np
+import torch
+from torch import nn
+
+__all__ = ["describe_devices", "pick_device", "to_device", "to_numpy"]
+
+T = TypeVar("T")
+
+_COLAB_HINT = "On Colab: Runtime > Change runtime type > choose a GPU (e.g. T4), then run the notebook again."
+
+
+def _mps_available() -> bool:
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps is not None and mps.is_available())
+
+
+def _other_accelerator() -> torch.device | None:
+    """A non-CUDA, non-MPS accelerator (Intel XPU, ...) via ``torch.accelerator``, if torch has it."""
+    accel = getattr(torch, "accelerator", None)
+    if accel is None or not accel.is_available():
+        return None
+    current = accel.current_accelerator()
+    if current is None or current.type in {"cuda", "mps"}:
+        return None
+    return torch.device(current.type, accel.current_device_index())
+
+
+def _what_this_machine_has() -> str:
+    parts = []
+    if torch.cuda.is_available():
+        n = torch.cuda.device_count()
+        names = ", ".join(f"cuda:{i} ({torch.cuda.get_device_name(i)})" for i in range(n))
+        parts.append(f"{n} CUDA GPU{'s' if n != 1 else ''}: {names}")
+    if _mps_available():
+        parts.append("an Apple GPU: mps")
+    other = _other_accelerator()
+    if other is not None:
+        parts.append(f"an accelerator: {other}")
+    if not parts:
+        return "no GPU, only the CPU ('cpu')"
+    return "; ".join(parts) + "; and the CPU ('cpu')"
+
+
+def _bad_device(asked: Any, problem: str, fix: str) -> ValueError:
+    return ValueError(
+        f"Device {asked!r}: {problem}. This machine has {_what_this_machine_has()}. {fix}".strip()
+    )
+
+
+def pick_device(preferred: str | torch.device | None = None) -> torch.device:
+    """The device to train on.
+
+    With no argument: the best one available, CUDA, then Apple MPS, then another accelerator known
+    to ``torch.accelerator``, then the CPU. Accelerators come back with their index (``cuda:0``,
+    not ``cuda``) so that ``tensor.device == device`` holds for tensors made on it.
+
+    With a string or ``torch.device`` (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``): that
+    device, after checking that this machine has it; otherwise a ``ValueError`` that says what
+    was asked, what the machine has, and what to do.
+    """
+    if preferred is None:
+        if torch.cuda.is_available():
+            return torch.device("cuda", torch.cuda.current_device())
+        if _mps_available():
+            return torch.device("mps", 0)
+        other = _other_accelerator()
+        return other if other is not None else torch.device("cpu")
+
+    if isinstance(preferred, torch.device):
+        device = preferred
+    elif isinstance(preferred, str):
+        try:
+            device = torch.device(preferred.strip())
+        except RuntimeError:
+            raise _bad_device(
+                preferred,
+                "this is not a device name PyTorch understands"
+                + (" (NVIDIA GPUs are called 'cuda' in PyTorch)" if "gpu" in preferred.lower() else ""),
+                "Write 'cpu', 'cuda', 'cuda:N' with N a GPU number from 0, or 'mps'; "
+                "or call pick_device() with no argument to get the best device available.",
+            ) from None
+    else:
+        raise TypeError(
+            f"pick_device expects a device name such as 'cuda:0', a torch.device or None, "
+            f"got {type(preferred).__name__}: {preferred!r}"
+        )
+
+    kind, index = device.type, device.index
+    if kind in {"cpu", "meta"}:
+        return torch.device(kind)
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            reason = (
+                "this PyTorch was built without CUDA"
+                if torch.version.cuda is None
+                else "no CUDA GPU is visible (no NVIDIA driver, no GPU, or CUDA_VISIBLE_DEVICES hides them)"
+            )
+            raise _bad_device(
+                preferred,
+                reason,
+                "Call pick_device() with no argument to fall back to the CPU. " + _COLAB_HINT,
+            )
+        count = torch.cuda.device_count()
+        if index is None:
+            return torch.device("cuda", torch.cuda.current_device())
+        if index >= count:
+            raise _bad_device(
+                preferred,
+                f"there is no GPU number {index}, only {count} (numbered 0 to {count - 1})",
+                f"Use 'cuda:0' to 'cuda:{count - 1}', or 'cuda' for the current one.",
+            )
+        return device
+    if kind == "mps":
+        if not _mps_available():
+            raise _bad_device(
+                preferred,
+                "Apple's MPS backend is not available here (it needs a Mac with Apple silicon)",
+                "Call pick_device() with no argument to get the best device available.",
+            )
+        if index not in (None, 0):
+            raise _bad_device(preferred, "there is only one MPS device, mps:0", "Use 'mps'.")
+        return torch.device("mps", 0)
+    module = getattr(torch, kind, None)
+    if module is not None and hasattr(module, "is_available") and module.is_available():
+        count = module.device_count() if hasattr(module, "device_count") else 1
+        if index is not None and index >= count:
+            raise _bad_device(preferred, f"there is no {kind} device number {index}, only {count}", "")
+        return device if index is not None else torch.device(kind, 0)
+    raise _bad_device(
+        preferred,
+        f"this machine has no {kind} device",
+        "Call pick_device() with no argument to get the best device available.",
+    )
+
+
+def describe_devices() -> str:
+    """What this machine offers PyTorch, in a few lines (every notebook prints it first)."""
+    cuda_build = torch.version.cuda or "none (a CPU-only build)"
+    lines = [f"PyTorch {torch.__version__}, CUDA build {cuda_build}"]
+    if torch.cuda.is_available():
+        n = torch.cuda.device_count()
+        lines.append(f"{n} CUDA GPU{'s' if n != 1 else ''}:")
+        for i in range(n):
+            props = torch.cuda.get_device_properties(i)
+            lines.append(
+                f"  cuda:{i}  {props.name}, {props.total_memory / 2**30:.1f} GiB, "
+                f"compute capability {props.major}.{props.minor}"
+            )
+    if _mps_available():
+        lines.append("Apple GPU (MPS): mps")
+    other = _other_accelerator()
+    if other is not None:
+        lines.append(f"Accelerator: {other}")
+    if len(lines) == 1:
+        lines.append(f"No GPU: this run uses the CPU. {_COLAB_HINT}")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        lines.append(f"CUDA_VISIBLE_DEVICES={visible!r}")
+    lines.append(f"CPU: {os.cpu_count()} logical cores, PyTorch uses {torch.get_num_threads()} threads")
+    return "\n".join(lines)
+
+
+def to_device(obj: T, device: torch.device | str, *, non_blocking: bool = False) -> T:
+    """Move ``obj`` to ``device`` and return the moved object.
+
+    Tensors are copied (``tensor.to`` returns a new tensor unless it is already there), so use the
+    return value. Tuples, lists, dicts and named tuples are rebuilt with their contents moved, at
+    any depth. Modules are moved in place and returned. Strings, numbers and ``None`` pass
+    through unchanged; a NumPy array is refused (convert it with ``torch.from_numpy`` first).
+    """
+    if isinstance(obj, torch.Tensor | nn.Module):
+        return obj.to(device, non_blocking=non_blocking)
+    if isinstance(obj, np.ndarray):
+        raise TypeError(
+            "to_device got a NumPy array; turn it into a tensor first with torch.from_numpy(array) "
+            "(which shares its memory) or torch.as_tensor(array)."
+        )
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a named tuple
+        return type(obj)(*(to_device(item, device, non_blocking=non_blocking) for item in obj))
+    if isinstance(obj, list | tuple):
+        return type(obj)(to_device(item, device, non_blocking=non_blocking) for item in obj)
+    if isinstance(obj, Mapping):
+        moved = {key: to_device(value, device, non_blocking=non_blocking) for key, value in obj.items()}
+        try:
+            return type(obj)(moved)
+        except TypeError:  # a mapping type that cannot be built from a dict
+            return moved
+    return obj
+
+
+def to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """``tensor.detach().cpu().numpy()``: a NumPy array of ``tensor``, wherever it lives.
+
+    For a tensor already on the CPU the array shares its memory (changing one changes the
+    other); from any other device it is a copy.
+    """
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(
+            f"to_numpy expects a torch.Tensor, got {type(tensor).__name__}. "
+            "A Python number or list needs no conversion; np.asarray(...) turns it into an array."
+        )
+    if tensor.dtype == torch.bfloat16:
+        raise TypeError(
+            "NumPy has no bfloat16 type: convert first, e.g. to_numpy(tensor.float()), "
+            "knowing that float32 takes twice the memory."
+        )
+    return tensor.detach().cpu().numpy()

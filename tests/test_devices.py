@@ -1,0 +1,190 @@
+from collections import OrderedDict, namedtuple
+
+import numpy as np
+import pytest
+import torch
+from conftest import requires_cuda, requires_two_gpus
+from torch import nn
+
+from helpers.devices import describe_devices, pick_device, to_device, to_numpy
+
+# --- pick_device -----------------------------------------------------------------------------
+
+
+def test_default_is_an_available_device_with_an_index_for_accelerators():
+    device = pick_device()
+    assert isinstance(device, torch.device)
+    if torch.cuda.is_available():
+        assert device == torch.device("cuda", torch.cuda.current_device())
+    elif device.type != "cpu":
+        assert device.index is not None
+    assert torch.zeros(1, device=device).device == device
+
+
+def test_cpu_by_string_and_by_device():
+    assert pick_device("cpu") == torch.device("cpu")
+    assert pick_device(torch.device("cpu")) == torch.device("cpu")
+    assert pick_device(" cpu ") == torch.device("cpu")
+
+
+def test_meta_is_always_available():
+    assert pick_device("meta") == torch.device("meta")
+
+
+@pytest.mark.parametrize("bad", ["gpu", "cuda:x", "cuda:-1", "", "CUDA 0"])
+def test_malformed_strings_get_a_clear_value_error(bad):
+    with pytest.raises(ValueError) as info:
+        pick_device(bad)
+    message = str(info.value)
+    assert repr(bad) in message
+    assert "This machine has" in message and "'cpu'" in message
+
+
+def test_gpu_gets_a_hint_that_pytorch_calls_it_cuda():
+    with pytest.raises(ValueError, match="called 'cuda'"):
+        pick_device("gpu")
+
+
+def test_a_gpu_number_past_the_last_is_refused():
+    asked = f"cuda:{torch.cuda.device_count()}"
+    with pytest.raises(ValueError) as info:
+        pick_device(asked)
+    assert asked in str(info.value)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only message")
+def test_cuda_on_a_cpu_only_machine_says_what_to_do():
+    with pytest.raises(ValueError) as info:
+        pick_device("cuda")
+    message = str(info.value)
+    assert "'cuda'" in message and "no GPU" in message and "pick_device()" in message and "Colab" in message
+
+
+@pytest.mark.skipif(torch.backends.mps.is_available(), reason="checks the no-MPS message")
+def test_mps_without_apple_silicon_is_refused():
+    with pytest.raises(ValueError, match="MPS"):
+        pick_device("mps")
+
+
+def test_a_device_type_this_machine_lacks_is_refused():
+    if hasattr(torch, "xpu") and torch.xpu.is_available():
+        pytest.skip("this machine has an XPU")
+    with pytest.raises(ValueError, match="no xpu device"):
+        pick_device("xpu")
+
+
+@pytest.mark.parametrize("bad", [0, 1.5, ["cuda"]])
+def test_wrong_argument_types_get_a_type_error(bad):
+    with pytest.raises(TypeError, match="pick_device expects"):
+        pick_device(bad)
+
+
+@requires_cuda
+def test_cuda_without_index_gets_the_current_index():
+    assert pick_device("cuda") == torch.device("cuda", torch.cuda.current_device())
+    assert pick_device("cuda:0") == torch.device("cuda:0")
+
+
+@requires_two_gpus
+def test_second_gpu():
+    assert pick_device("cuda:1") == torch.device("cuda:1")
+
+
+# --- describe_devices ------------------------------------------------------------------------
+
+
+def test_describe_devices_names_torch_and_the_hardware():
+    text = describe_devices()
+    assert torch.__version__ in text
+    assert "CPU:" in text
+    if torch.cuda.is_available():
+        assert torch.cuda.get_device_name(0) in text and "GiB" in text
+    elif not torch.backends.mps.is_available():
+        assert "No GPU" in text and "Colab" in text
+
+
+def test_describe_devices_reports_cuda_visible_devices(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert "CUDA_VISIBLE_DEVICES=''" in describe_devices()
+
+
+# --- to_device -------------------------------------------------------------------------------
+
+Pair = namedtuple("Pair", "x y")
+
+
+def test_to_device_moves_nested_structures_and_keeps_their_types():
+    target = torch.device("meta")  # a second device on every machine
+    batch = {
+        "a": torch.ones(2),
+        "b": [torch.zeros(1), (torch.zeros(3), "label", 7, None)],
+        "c": Pair(torch.ones(1), 2.5),
+        "d": OrderedDict(k=torch.ones(1)),
+    }
+    moved = to_device(batch, target)
+    assert moved["a"].device == target
+    assert isinstance(moved["b"], list) and isinstance(moved["b"][1], tuple)
+    assert moved["b"][0].device == target and moved["b"][1][0].device == target
+    assert moved["b"][1][1:] == ("label", 7, None)
+    assert isinstance(moved["c"], Pair) and moved["c"].x.device == target and moved["c"].y == 2.5
+    assert isinstance(moved["d"], OrderedDict) and moved["d"]["k"].device == target
+    assert batch["a"].device.type == "cpu", "the input is not changed"
+
+
+def test_to_device_returns_the_same_tensor_when_already_there():
+    t = torch.ones(3)
+    assert to_device(t, "cpu") is t
+
+
+def test_to_device_moves_modules_in_place():
+    model = nn.Linear(2, 2)
+    assert to_device(model, "meta") is model
+    assert model.weight.device.type == "meta"
+
+
+def test_to_device_refuses_numpy_arrays_with_advice():
+    with pytest.raises(TypeError, match="torch.from_numpy"):
+        to_device(np.zeros(3), "cpu")
+
+
+@requires_cuda
+def test_to_device_to_gpu_and_back():
+    batch = (torch.ones(2), {"y": torch.zeros(2)})
+    on_gpu = to_device(batch, "cuda")
+    assert on_gpu[0].is_cuda and on_gpu[1]["y"].is_cuda
+    back = to_device(on_gpu, "cpu")
+    assert torch.equal(back[0], batch[0])
+
+
+# --- to_numpy --------------------------------------------------------------------------------
+
+
+def test_to_numpy_detaches_and_converts():
+    t = torch.ones(2, 3, requires_grad=True) * 2
+    array = to_numpy(t)
+    assert isinstance(array, np.ndarray) and array.shape == (2, 3) and (array == 2).all()
+
+
+def test_to_numpy_shares_memory_on_the_cpu():
+    t = torch.zeros(3)
+    to_numpy(t)[0] = 5
+    assert t[0].item() == 5
+
+
+@pytest.mark.parametrize("bad", [[1.0, 2.0], 3.0, np.zeros(2), None])
+def test_to_numpy_refuses_non_tensors(bad):
+    with pytest.raises(TypeError, match=f"got {type(bad).__name__}"):
+        to_numpy(bad)
+
+
+def test_to_numpy_explains_bfloat16():
+    with pytest.raises(TypeError, match="bfloat16"):
+        to_numpy(torch.ones(2, dtype=torch.bfloat16))
+
+
+@requires_cuda
+def test_to_numpy_from_the_gpu_is_a_copy():
+    t = torch.zeros(3, device="cuda")
+    array = to_numpy(t)
+    array[0] = 5
+    assert t[0].item() == 0

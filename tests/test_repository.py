@@ -1,0 +1,55 @@
+"""Repository hygiene: stripped notebooks, pins in step, the notebook skeleton."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+def _pins(lines):
+    pins = {}
+    for line in lines:
+        line = line.split("#")[0].strip().lstrip("- ").strip()
+        match = re.fullmatch(r"([A-Za-z0-9_.\-\[\]]+)==(\S+)", line)
+        if match:
+            pins[match.group(1).lower()] = match.group(2)
+    return pins
+
+
+def test_environment_yml_pins_match_requirements():
+    requirements = _pins((ROOT / "requirements.txt").read_text().splitlines())
+    environment = _pins((ROOT / "environment.yml").read_text().splitlines())
+    assert requirements, "requirements.txt pins nothing"
+    assert environment == requirements
+    assert requirements["torch"] == "2.14.1" and requirements["torchvision"] == "0.29.1"
+    assert "python=3.11" in (ROOT / "environment.yml").read_text()
+
+
+def test_there_are_notebooks():
+    assert len(NOTEBOOKS) >= 3
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_outputs_are_stripped(path):
+    notebook = json.loads(path.read_text(encoding="utf-8"))
+    for index, cell in enumerate(notebook["cells"]):
+        if cell["cell_type"] == "code":
+            assert cell.get("outputs") == [] and cell.get("execution_count") is None, (
+                f"{path.name}, cell {index}: outputs are committed; clear them (Kernel > Restart & Clear)"
+            )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_follows_the_skeleton(path):
+    notebook = json.loads(path.read_text(encoding="utf-8"))
+    markdown = "\n".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "markdown")
+    code = "\n".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code")
+    for heading in ("Learning objectives", "Prerequisites", "Hardware", "Try it yourself", "Summary"):
+        assert heading in markdown, f"{path.name} lacks '{heading}'"
+    assert "describe_devices()" in code, f"{path.name}: the setup cell should print the hardware"
+    assert "sys.path" not in code and "%run" not in code and "import *" not in code
+    assert "assert " in code, f"{path.name} checks none of its claims"
