@@ -3,6 +3,10 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Extra JupyterLab options, e.g. `make lab LAB_ARGS="--port 8890 --no-browser"`.
+LAB_ARGS ?=
+# JupyterLab refuses to run as root (containers, some cloud machines) unless told it may.
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: setup lab test
 
@@ -16,7 +20,7 @@ $(STAMP): requirements.txt pyproject.toml
 setup: $(STAMP)
 
 lab: setup
-	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks
+	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(ROOT_FLAG) $(LAB_ARGS)
 
 test: setup
 	$(BIN)/ruff check .
