@@ -146,7 +146,8 @@ def pick_device(preferred: str | torch.device | None = None) -> torch.device:
 
 def describe_devices() -> str:
     """What this machine offers PyTorch, in a few lines (every notebook prints it first)."""
-    cuda_build = torch.version.cuda or "none (a CPU-only build)"
+    hip = getattr(torch.version, "hip", None)
+    cuda_build = torch.version.cuda or (f"none (a ROCm {hip} build)" if hip else "none (a CPU-only build)")
     lines = [f"PyTorch {torch.__version__}, CUDA build {cuda_build}"]
     if torch.cuda.is_available():
         n = torch.cuda.device_count()
