@@ -1,0 +1,73 @@
+"""Self-checks for the "Try it yourself" exercises, and ``expect`` for the errors a lesson shows.
+
+Introduced in ``00_devices_and_tensors``. Each notebook's exercise checks live in their own module
+(``helpers.checks.nb00`` for notebook 00, and so on); the reference solutions are in
+``solutions/`` at the repository root, away from the notebooks, and ``tests/test_checks.py``
+runs every check against them and against wrong answers.
+
+A check prints ``correct: ...`` and returns ``True`` when the answer is right, and raises
+``CheckFailed`` with a message that says exactly what is wrong and what to do when it is not.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+__all__ = ["CheckFailed", "correct", "expect", "fail"]
+
+
+class CheckFailed(AssertionError):
+    """An exercise answer is wrong; the message says what is wrong and what to do."""
+
+
+def fail(message: str) -> None:
+    """Raise ``CheckFailed`` with the learner-facing ``message``."""
+    raise CheckFailed(message)
+
+
+def correct(what: str) -> bool:
+    """Print the success line of a check and return ``True``."""
+    print(f"correct: {what}")
+    return True
+
+
+class expect:  # lower case: it reads like a keyword, `with expect(TypeError, "cpu"):`
+    """Check that the ``with`` block raises ``error_type`` whose message contains one of ``fragments``.
+
+    The error is caught, its first line printed, and kept as ``.error``; the notebook goes on. If
+    the block raises nothing, or another type of error, or a message without any fragment, the
+    ``with`` statement fails with an ``AssertionError`` (the other error is chained), so a lesson
+    that shows an error also proves that it happens::
+
+        with expect(TypeError, "Use Tensor.cpu()"):
+            gpu_tensor.numpy()
+    """
+
+    def __init__(self, error_type: type[BaseException], *fragments: str) -> None:
+        if not (isinstance(error_type, type) and issubclass(error_type, BaseException)):
+            raise TypeError(f"expect() takes an exception class first, got {error_type!r}")
+        self.error_type = error_type
+        self.fragments = fragments
+        self.error: BaseException | None = None
+
+    def __enter__(self) -> expect:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        name = self.error_type.__name__
+        if exc is None:
+            raise AssertionError(f"expected {name}, but the block ran without an error")
+        if not isinstance(exc, self.error_type):
+            raise AssertionError(f"expected {name}, got {type(exc).__name__}: {exc}") from exc
+        message = str(exc)
+        if self.fragments and not any(fragment in message for fragment in self.fragments):
+            raise AssertionError(f"{name} raised, but its message has none of {self.fragments}: {message}")
+        self.error = exc
+        first_line = message.splitlines()[0] if message else ""
+        print(f"{name}: {first_line}")
+        return True  # swallow the expected error

@@ -1,0 +1,40 @@
+"""helpers.checks core: expect() and the CheckFailed contract."""
+
+import pytest
+
+from helpers.checks import CheckFailed, correct, expect, fail
+
+
+def test_expect_catches_the_error_and_prints_its_first_line(capsys):
+    with expect(ValueError, "bad") as caught:
+        raise ValueError("a bad value\nsecond line")
+    assert isinstance(caught.error, ValueError)
+    assert capsys.readouterr().out == "ValueError: a bad value\n"
+
+
+def test_expect_fails_when_nothing_is_raised():
+    with pytest.raises(AssertionError, match="ran without an error"), expect(ValueError):
+        pass
+
+
+def test_expect_fails_on_another_error_type():
+    with pytest.raises(AssertionError, match="expected ValueError, got KeyError"), expect(ValueError):
+        raise KeyError("x")
+
+
+def test_expect_fails_when_the_message_lacks_every_fragment():
+    with pytest.raises(AssertionError, match="none of"), expect(ValueError, "cuda", "device"):
+        raise ValueError("something else")
+
+
+def test_expect_refuses_a_non_exception():
+    with pytest.raises(TypeError, match="exception class"):
+        expect("ValueError")
+
+
+def test_fail_and_correct(capsys):
+    with pytest.raises(CheckFailed, match="still on cpu"):
+        fail("the model's parameters are still on cpu")
+    assert issubclass(CheckFailed, AssertionError)
+    assert correct("the model is on the device") is True
+    assert capsys.readouterr().out == "correct: the model is on the device\n"
