@@ -2,7 +2,7 @@
 
 import pytest
 
-from helpers.checks import CheckFailed, correct, expect, fail
+from helpers.checks import CheckFailed, correct, expect, fail, not_answered
 
 
 def test_expect_catches_the_error_and_prints_its_first_line(capsys):
@@ -38,3 +38,8 @@ def test_fail_and_correct(capsys):
     assert issubclass(CheckFailed, AssertionError)
     assert correct("the model is on the device") is True
     assert capsys.readouterr().out == "correct: the model is on the device\n"
+
+
+def test_not_answered_prints_the_task_and_returns_false(capsys):
+    assert not_answered("move the batch to the device") is False
+    assert capsys.readouterr().out == "not answered yet: move the batch to the device\n"

@@ -6,14 +6,17 @@ Introduced in ``00_devices_and_tensors``. Each notebook's exercise checks live i
 runs every check against them and against wrong answers.
 
 A check prints ``correct: ...`` and returns ``True`` when the answer is right, and raises
-``CheckFailed`` with a message that says exactly what is wrong and what to do when it is not.
+``CheckFailed`` with a message that says exactly what is wrong and what to do when it is not. An
+exercise left as its stub (the learner's function returns ``None``) is not an error: the check
+prints ``not answered yet: ...`` and returns ``False``, so a notebook runs top to bottom before the
+learner has tried anything.
 """
 
 from __future__ import annotations
 
 from types import TracebackType
 
-__all__ = ["CheckFailed", "correct", "expect", "fail"]
+__all__ = ["CheckFailed", "correct", "expect", "fail", "not_answered"]
 
 
 class CheckFailed(AssertionError):
@@ -29,6 +32,12 @@ def correct(what: str) -> bool:
     """Print the success line of a check and return ``True``."""
     print(f"correct: {what}")
     return True
+
+
+def not_answered(what: str) -> bool:
+    """Print what an unanswered exercise asks for and return ``False``."""
+    print(f"not answered yet: {what}")
+    return False
 
 
 class expect:  # lower case: it reads like a keyword, `with expect(TypeError, "cpu"):`
