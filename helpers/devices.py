@@ -6,6 +6,8 @@ Introduced in ``00_devices_and_tensors``. Nothing here probes the hardware at im
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -13,7 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["describe_devices", "pick_device", "to_device", "to_numpy"]
+__all__ = ["describe_devices", "gpu_count_in_fresh_process", "pick_device", "to_device", "to_numpy"]
 
 T = TypeVar("T")
 
@@ -217,3 +219,50 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray:
             "knowing that float32 takes twice the memory."
         )
     return tensor.detach().cpu().numpy()
+
+
+_COUNT_GPUS = """
+import os, sys
+import torch
+if sys.argv[1] == "1" and torch.cuda.is_available():
+    torch.cuda.init()  # CUDA starts here: it reads CUDA_VISIBLE_DEVICES now, and only now
+for assignment in sys.argv[2:]:
+    name, _, value = assignment.partition("=")
+    os.environ[name] = value
+print(torch.cuda.device_count())
+"""
+
+
+def gpu_count_in_fresh_process(
+    *,
+    env: Mapping[str, str] | None = None,
+    set_in_code: Mapping[str, str] | None = None,
+    after_cuda_init: bool = False,
+) -> int:
+    """How many CUDA GPUs a new Python process sees: ``torch.cuda.device_count()`` there.
+
+    ``env`` is added to the environment the process starts with (as ``VAR=... python`` in a
+    shell does); ``set_in_code`` is assigned to ``os.environ`` inside the process after
+    ``import torch``, either before CUDA starts or, with ``after_cuda_init=True``, after
+    ``torch.cuda.init()`` (skipped where there is no GPU). The variables the caller's own process
+    has, ``CUDA_VISIBLE_DEVICES`` included, are inherited unless ``env`` overrides them.
+    Introduced in ``04_data_parallel``.
+    """
+    for name, value in [*(env or {}).items(), *(set_in_code or {}).items()]:
+        if not isinstance(name, str) or not isinstance(value, str) or not name or "=" in name:
+            raise ValueError(
+                f"Environment variables are name/value strings, e.g. {{'CUDA_VISIBLE_DEVICES': '0,1'}}; "
+                f"got {name!r}: {value!r}."
+            )
+    child_env = {**os.environ, **(env or {})}
+    assignments = [f"{name}={value}" for name, value in (set_in_code or {}).items()]
+    result = subprocess.run(
+        [sys.executable, "-c", _COUNT_GPUS, "1" if after_cuda_init else "0", *assignments],
+        env=child_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"The child process failed (exit {result.returncode}):\n{result.stderr[-2000:]}")
+    return int(result.stdout.strip().splitlines()[-1])

@@ -1,0 +1,221 @@
+"""Train a CIFAR-10 convnet with DistributedDataParallel: one process per GPU, or several on a CPU.
+
+Introduced in ``05_distributed_data_parallel``. ``torchrun`` starts the processes and gives each
+one its ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE`` and the address of the rendezvous; this module is
+the script every process runs::
+
+    torchrun --standalone --nproc_per_node=2 -m helpers.ddp --epochs 2 --out checkpoints/ddp.pt
+
+The same command runs on a laptop (Gloo, processes on the CPU), on one GPU and on eight (NCCL, one
+process per GPU): the backend is chosen from what the machine has. For several machines only the
+launch line changes (``--nnodes``, ``--node-rank``, ``--rdzv-endpoint``), not this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, DistributedSampler
+from torchvision import transforms
+
+from helpers.checkpoint import save_checkpoint
+from helpers.data import load_cifar10
+from helpers.models import CifarNet, Tudui
+
+__all__ = ["MODELS", "Context", "choose_backend", "main", "max_weight_difference", "setup"]
+
+MODELS: dict[str, type[nn.Module]] = {"cifarnet": CifarNet, "tudui": Tudui}
+TORCHRUN_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+@dataclass(frozen=True)
+class Context:
+    """Who this process is: its rank among all processes and on this machine, its device, the backend."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+    local_world_size: int
+    device: torch.device
+    backend: str
+
+
+def choose_backend(local_world_size: int) -> tuple[str, str]:
+    """NCCL on the GPUs when each process on this machine can have one of its own, else Gloo on the CPU."""
+    if torch.cuda.is_available() and torch.cuda.device_count() >= local_world_size:
+        return "nccl", "cuda"
+    return "gloo", "cpu"
+
+
+def setup() -> Context:
+    """Join the process group that ``torchrun`` set up, on the backend that suits this machine."""
+    missing = [name for name in TORCHRUN_VARIABLES if name not in os.environ]
+    if missing:
+        raise RuntimeError(
+            f"helpers.ddp runs inside torchrun, which sets {', '.join(missing)} for each process; "
+            "these are missing. Launch it with: torchrun --standalone --nproc_per_node=2 -m helpers.ddp"
+        )
+    rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+    world_size, local_world_size = int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_WORLD_SIZE"])
+    backend, device_type = choose_backend(local_world_size)
+    if device_type == "cuda":
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)  # this process's GPU: "cuda" and NCCL mean this one from here on
+        dist.init_process_group(backend, device_id=device)
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group(backend)
+    return Context(rank, local_rank, world_size, local_world_size, device, backend)
+
+
+def max_weight_difference(model: nn.Module) -> float:
+    """The largest difference between this rank's parameters and rank 0's; every rank must call it."""
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    gathered = [torch.empty_like(flat) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, flat)
+    return max((other - gathered[0]).abs().max().item() for other in gathered)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="torchrun --standalone --nproc_per_node=N -m helpers.ddp",
+        description="Train a CIFAR-10 convnet with DistributedDataParallel: one process per GPU, or on CPUs.",
+    )
+    parser.add_argument("--model", choices=sorted(MODELS), default="cifarnet")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument(
+        "--batch-size", type=int, default=64, help="per process: the global batch is N times this"
+    )
+    parser.add_argument("--lr", type=float, default=0.01)
+    parser.add_argument(
+        "--train-size", type=int, default=None, help="first images of the training set (default all)"
+    )
+    parser.add_argument(
+        "--test-size", type=int, default=None, help="first images of the test set (default all)"
+    )
+    parser.add_argument("--max-steps", type=int, default=None, help="stop each epoch after this many steps")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-shuffle", action="store_true", help="keep the data in order (for checks)")
+    parser.add_argument(
+        "--out", type=Path, default=Path("checkpoints/ddp.pt"), help="checkpoint rank 0 writes"
+    )
+    parser.add_argument("--dump-weights", type=Path, default=None, help="every rank writes its weights here")
+    return parser
+
+
+def _load_data(train: bool, size: int | None, ctx: Context):
+    normalize = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.5,) * 3, (0.5,) * 3)])
+    # Rank 0 first (it downloads CIFAR-10 when needed), then the others read what it wrote: N processes
+    # downloading into one folder at once would trip over each other's half-written files.
+    if ctx.rank == 0:
+        dataset = load_cifar10(train=train, transform=normalize, size=size)
+    dist.barrier()
+    if ctx.rank != 0:
+        with contextlib.redirect_stdout(io.StringIO()):  # rank 0 has said which dataset it is
+            dataset = load_cifar10(train=train, transform=normalize, size=size)
+    return dataset
+
+
+def _train(args: argparse.Namespace, ctx: Context) -> None:
+    def log(message: str) -> None:
+        if ctx.rank == 0:  # one voice: the other ranks compute the same things
+            print(message, flush=True)
+
+    log(
+        f"world size {ctx.world_size} ({ctx.local_world_size} on this machine), backend {ctx.backend}, "
+        f"rank 0 on {ctx.device}; batch {args.batch_size} per process, "
+        f"{args.batch_size * ctx.world_size} per step in all"
+    )
+    trainset = _load_data(True, args.train_size, ctx)
+    testset = _load_data(False, args.test_size, ctx)
+    sampler = DistributedSampler(trainset, shuffle=not args.no_shuffle, seed=args.seed)
+    loader = DataLoader(
+        trainset, batch_size=args.batch_size, sampler=sampler, pin_memory=ctx.device.type == "cuda"
+    )
+    testloader = DataLoader(testset, batch_size=256)
+
+    torch.manual_seed(args.seed)  # the same start everywhere (DDP also copies rank 0's weights to all)
+    model = MODELS[args.model]().to(ctx.device)
+    ddp_model = DistributedDataParallel(
+        model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None
+    )
+    criterion = nn.CrossEntropyLoss()
+    optimizer = torch.optim.SGD(ddp_model.parameters(), lr=args.lr, momentum=0.9)
+
+    history = []
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)  # a new shuffle each epoch, the same on every rank
+        ddp_model.train()
+        start = time.perf_counter()
+        totals = torch.zeros(3, device=ctx.device)  # loss sum, correct, seen: on this rank's share
+        for step, (images, targets) in enumerate(loader):
+            if args.max_steps is not None and step >= args.max_steps:
+                break
+            images = images.to(ctx.device, non_blocking=True)
+            targets = targets.to(ctx.device, non_blocking=True)
+            outputs = ddp_model(images)
+            loss = criterion(outputs, targets)
+            optimizer.zero_grad()
+            loss.backward()  # DDP averages the gradients over all ranks here
+            optimizer.step()
+            totals[0] += loss.detach() * len(targets)
+            totals[1] += (outputs.argmax(1) == targets).sum()
+            totals[2] += len(targets)
+        dist.all_reduce(totals)  # the metrics of the whole epoch, not of rank 0's share
+        seconds = time.perf_counter() - start
+        loss_sum, correct, seen = totals.tolist()
+        record = {"epoch": epoch, "train_loss": loss_sum / seen, "train_accuracy": correct / seen}
+        if ctx.rank == 0:
+            model.eval()
+            right = 0
+            with torch.no_grad():
+                for images, targets in testloader:
+                    right += (model(images.to(ctx.device)).argmax(1).cpu() == targets).sum().item()
+            record["test_accuracy"] = right / len(testset)
+            history.append(record)
+            extra = {"history": history, "world_size": ctx.world_size, "backend": ctx.backend}
+            save_checkpoint(args.out, ddp_model, optimizer, epoch, model_name=args.model, **extra)
+            log(
+                f"epoch {epoch + 1}: {int(seen):,} images in {seconds:.1f} s ({seen / seconds:,.0f}/s), "
+                f"train loss {record['train_loss']:.3f}, test accuracy {record['test_accuracy']:.1%}; "
+                f"saved {args.out}"
+            )
+        dist.barrier()  # the others wait while rank 0 evaluates and saves
+
+    difference = max_weight_difference(ddp_model)
+    print(
+        f"rank {ctx.rank}/{ctx.world_size}: largest weight difference from rank 0 = {difference}", flush=True
+    )
+    if args.dump_weights is not None:
+        args.dump_weights.mkdir(parents=True, exist_ok=True)
+        torch.save(model.state_dict(), args.dump_weights / f"rank{ctx.rank}.pt")
+    if difference != 0:
+        raise RuntimeError(f"rank {ctx.rank}: the replicas drifted apart (difference {difference})")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    try:
+        ctx = setup()
+    except RuntimeError as error:
+        sys.exit(str(error))
+    try:
+        _train(args, ctx)
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""helpers.ddp under torchrun, with real processes: Gloo on the CPU here, NCCL where GPUs exist."""
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import requires_cuda
+from torch import nn
+from torch.utils.data import DistributedSampler
+from torchvision import transforms
+
+from helpers.checkpoint import load_checkpoint
+from helpers.data import load_cifar10
+from helpers.ddp import MODELS, choose_backend
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def torchrun(*args, nproc=2, launch=("--standalone",), timeout=240):
+    """Run helpers.ddp under torchrun; fail the test with the processes' output when it fails."""
+    command = [sys.executable, "-m", "torch.distributed.run", *launch, f"--nproc-per-node={nproc}"]
+    command += ["-m", "helpers.ddp", *map(str, args)]
+    env = {**os.environ, "COURSE_DATA": "synthetic", "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, (
+        f"exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    )
+    return result.stdout
+
+
+def test_two_gloo_processes_train_and_end_with_identical_weights(tmp_path):
+    out = torchrun(
+        "--epochs", 2, "--train-size", 512, "--test-size", 256, "--batch-size", 32, "--max-steps", 4,
+        "--out", tmp_path / "ddp.pt", "--dump-weights", tmp_path / "weights",
+    )  # fmt: skip
+    assert "world size 2 (2 on this machine), backend gloo" in out
+    # only rank 0 logs the epochs; every rank reports its weight check
+    assert sum(line.startswith("epoch ") for line in out.splitlines()) == 2
+    assert "rank 0/2: largest weight difference from rank 0 = 0.0" in out
+    assert "rank 1/2: largest weight difference from rank 0 = 0.0" in out
+    # the weights each rank holds, read back here: identical, and changed by training
+    rank0 = torch.load(tmp_path / "weights" / "rank0.pt", weights_only=True)
+    rank1 = torch.load(tmp_path / "weights" / "rank1.pt", weights_only=True)
+    assert rank0.keys() == rank1.keys()
+    assert all(torch.equal(rank0[key], rank1[key]) for key in rank0)
+    torch.manual_seed(0)
+    untrained = MODELS["cifarnet"]().state_dict()
+    assert not torch.equal(untrained["fc3.weight"], rank0["fc3.weight"])
+    # rank 0's checkpoint loads into a plain model on the CPU, without the DDP "module." prefix
+    plain = MODELS["cifarnet"]()
+    epoch, extra = load_checkpoint(tmp_path / "ddp.pt", plain, map_location="cpu")
+    assert epoch == 1 and extra["world_size"] == 2 and extra["backend"] == "gloo"
+    assert all(torch.equal(value, rank0[key]) for key, value in plain.state_dict().items())
+    assert len(extra["history"]) == 2 and not list(tmp_path.glob(".*.tmp"))
+
+
+def _first_batch_step(batch, seed=0, lr=0.01, size=256):
+    """One SGD step of the script's model, in this process, on the first `batch` images of the
+    order DistributedSampler draws for world size 1."""
+    normalize = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.5,) * 3, (0.5,) * 3)])
+    data = load_cifar10(train=True, transform=normalize, size=size, source="synthetic")
+    sampler = DistributedSampler(data, num_replicas=1, rank=0, shuffle=True, seed=seed)
+    sampler.set_epoch(0)
+    order = list(sampler)[:batch]
+    images = torch.stack([data[i][0] for i in order])
+    targets = torch.tensor([data[i][1] for i in order])
+    torch.manual_seed(seed)
+    model = MODELS["cifarnet"]()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    loss = nn.CrossEntropyLoss()(model(images), targets)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return model.state_dict()
+
+
+def test_two_processes_of_batch_b_take_the_same_step_as_one_process_of_batch_2b(tmp_path):
+    common = ["--epochs", 1, "--max-steps", 1, "--train-size", 256, "--test-size", 16]
+    torchrun(
+        *common, "--batch-size", 16, "--out", tmp_path / "a.pt", "--dump-weights", tmp_path / "two", nproc=2
+    )
+    torchrun(
+        *common, "--batch-size", 32, "--out", tmp_path / "b.pt", "--dump-weights", tmp_path / "one", nproc=1
+    )
+    two = torch.load(tmp_path / "two" / "rank0.pt", weights_only=True)
+    one = torch.load(tmp_path / "one" / "rank0.pt", weights_only=True)
+    by_hand = _first_batch_step(batch=32)
+    torch.manual_seed(0)
+    start = MODELS["cifarnet"]().state_dict()
+    for key in one:
+        assert not torch.equal(one[key], start[key]), (
+            f"{key} did not move: the comparison would prove nothing"
+        )
+        torch.testing.assert_close(two[key], one[key], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(by_hand[key], one[key], rtol=1e-5, atol=1e-6)
+    # and a different batch would not pass: the check can fail
+    other = _first_batch_step(batch=16)
+    assert not torch.allclose(other["fc3.weight"], one["fc3.weight"], rtol=1e-5, atol=1e-6)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_multi_machine_launch_line_runs_the_same_script(tmp_path):
+    launch = (
+        "--nnodes=1",
+        "--node-rank=0",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint=127.0.0.1:{_free_port()}",
+    )
+    out = torchrun(
+        "--epochs", 1, "--max-steps", 2, "--train-size", 128, "--test-size", 16, "--batch-size", 16,
+        "--out", tmp_path / "ddp.pt", launch=launch,
+    )  # fmt: skip
+    assert "world size 2" in out and "rank 1/2: largest weight difference from rank 0 = 0.0" in out
+
+
+def test_running_without_torchrun_says_how_to_launch(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR")}
+    result = subprocess.run(
+        [sys.executable, "-m", "helpers.ddp", "--epochs", "1"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert "torchrun --standalone --nproc_per_node=2 -m helpers.ddp" in result.stderr
+    assert "RANK" in result.stderr
+
+
+def test_backend_follows_the_hardware():
+    backend, device_type = choose_backend(local_world_size=1)
+    if torch.cuda.is_available():
+        assert (backend, device_type) == ("nccl", "cuda")
+    else:
+        assert (backend, device_type) == ("gloo", "cpu")
+    # more processes than GPUs: NCCL cannot give each its own GPU, so Gloo on the CPU
+    assert choose_backend(local_world_size=torch.cuda.device_count() + 1) == ("gloo", "cpu")
+
+
+@requires_cuda
+def test_one_gpu_runs_world_size_one_on_nccl(tmp_path):
+    out = torchrun(
+        "--epochs", 1, "--train-size", 2048, "--test-size", 512, "--out", tmp_path / "ddp.pt", nproc=1
+    )  # fmt: skip
+    assert "backend nccl, rank 0 on cuda:0" in out
+    plain = MODELS["cifarnet"]()
+    epoch, extra = load_checkpoint(tmp_path / "ddp.pt", plain, map_location="cpu")  # written on cuda:0
+    assert epoch == 0 and extra["backend"] == "nccl" and extra["world_size"] == 1
+    assert all(p.device.type == "cpu" for p in plain.parameters())
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
+def test_two_gpus_run_one_process_each_on_nccl(tmp_path):
+    out = torchrun(
+        "--epochs", 1, "--train-size", 4096, "--test-size", 512, "--out", tmp_path / "ddp.pt", nproc=2
+    )
+    assert "world size 2 (2 on this machine), backend nccl" in out
+    assert "rank 1/2: largest weight difference from rank 0 = 0.0" in out
