@@ -17,6 +17,8 @@ import argparse
 import contextlib
 import io
 import os
+import shlex
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -34,7 +36,7 @@ from helpers.checkpoint import save_checkpoint
 from helpers.data import load_cifar10
 from helpers.models import CifarNet, Tudui
 
-__all__ = ["MODELS", "Context", "choose_backend", "main", "max_weight_difference", "setup"]
+__all__ = ["MODELS", "Context", "choose_backend", "launch", "main", "max_weight_difference", "setup"]
 
 MODELS: dict[str, type[nn.Module]] = {"cifarnet": CifarNet, "tudui": Tudui}
 TORCHRUN_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
@@ -203,6 +205,60 @@ def _train(args: argparse.Namespace, ctx: Context) -> None:
         torch.save(model.state_dict(), args.dump_weights / f"rank{ctx.rank}.pt")
     if difference != 0:
         raise RuntimeError(f"rank {ctx.rank}: the replicas drifted apart (difference {difference})")
+
+
+def launch(
+    script_args: Sequence[object] = (),
+    *,
+    nproc: int,
+    launcher_args: Sequence[str] = ("--standalone",),
+    env: dict[str, str] | None = None,
+    timeout: float = 1800,
+    echo: bool = True,
+) -> str:
+    """Run ``torchrun ... -m helpers.ddp <script_args>`` with ``nproc`` processes here; return its output.
+
+    ``torchrun`` is run as ``python -m torch.distributed.run`` (the same program) with this Python,
+    so it works from a notebook whose kernel is not on ``PATH``. The output (both streams) is printed
+    line by line as it comes when ``echo`` is true. A failed run raises ``RuntimeError`` with the
+    end of the output, which holds the failing rank's traceback. Introduced in
+    ``05_distributed_data_parallel``.
+    """
+    if nproc < 1:
+        raise ValueError(
+            f"nproc is the number of processes to start on this machine, at least 1; got {nproc}"
+        )
+    args = [f"--nproc-per-node={nproc}", *launcher_args, "-m", "helpers.ddp", *map(str, script_args)]
+    if echo:
+        print("$ torchrun " + shlex.join(args), flush=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", *args],
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines = []
+    deadline = time.monotonic() + timeout
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line)
+            if echo:
+                print(line, end="", flush=True)
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(process.args, timeout)
+        process.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    output = "".join(lines)
+    if process.returncode != 0:
+        raise RuntimeError(
+            f"torchrun exited with {process.returncode}; the end of its output:\n{output[-4000:]}"
+        )
+    return output
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -4,7 +4,6 @@ import os
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -15,21 +14,13 @@ from torchvision import transforms
 
 from helpers.checkpoint import load_checkpoint
 from helpers.data import load_cifar10
-from helpers.ddp import MODELS, choose_backend
-
-ROOT = Path(__file__).resolve().parent.parent
+from helpers.ddp import MODELS, choose_backend, launch
 
 
-def torchrun(*args, nproc=2, launch=("--standalone",), timeout=240):
-    """Run helpers.ddp under torchrun; fail the test with the processes' output when it fails."""
-    command = [sys.executable, "-m", "torch.distributed.run", *launch, f"--nproc-per-node={nproc}"]
-    command += ["-m", "helpers.ddp", *map(str, args)]
-    env = {**os.environ, "COURSE_DATA": "synthetic", "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-    assert result.returncode == 0, (
-        f"exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    )
-    return result.stdout
+def torchrun(*args, nproc=2, launch_args=("--standalone",)):
+    """Run helpers.ddp under torchrun; a failure raises with the processes' output."""
+    env = {"COURSE_DATA": "synthetic", "OMP_NUM_THREADS": "1"}
+    return launch(args, nproc=nproc, launcher_args=launch_args, env=env, timeout=240, echo=False)
 
 
 def test_two_gloo_processes_train_and_end_with_identical_weights(tmp_path):
@@ -109,7 +100,7 @@ def _free_port():
 
 
 def test_the_multi_machine_launch_line_runs_the_same_script(tmp_path):
-    launch = (
+    launcher = (
         "--nnodes=1",
         "--node-rank=0",
         "--rdzv-backend=c10d",
@@ -117,7 +108,7 @@ def test_the_multi_machine_launch_line_runs_the_same_script(tmp_path):
     )
     out = torchrun(
         "--epochs", 1, "--max-steps", 2, "--train-size", 128, "--test-size", 16, "--batch-size", 16,
-        "--out", tmp_path / "ddp.pt", launch=launch,
+        "--out", tmp_path / "ddp.pt", launch_args=launcher,
     )  # fmt: skip
     assert "world size 2" in out and "rank 1/2: largest weight difference from rank 0 = 0.0" in out
 
@@ -135,6 +126,13 @@ def test_running_without_torchrun_says_how_to_launch(tmp_path):
     assert result.returncode != 0
     assert "torchrun --standalone --nproc_per_node=2 -m helpers.ddp" in result.stderr
     assert "RANK" in result.stderr
+
+
+def test_a_failed_launch_raises_with_the_output():
+    with pytest.raises(RuntimeError, match="invalid choice: 'resnet'"):
+        torchrun("--model", "resnet", nproc=1)
+    with pytest.raises(ValueError, match="at least 1"):
+        launch([], nproc=0)
 
 
 def test_backend_follows_the_hardware():
