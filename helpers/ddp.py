@@ -231,9 +231,11 @@ def launch(
     args = [f"--nproc-per-node={nproc}", *launcher_args, "-m", "helpers.ddp", *map(str, script_args)]
     if echo:
         print("$ torchrun " + shlex.join(args), flush=True)
+    # torchrun sets OMP_NUM_THREADS=1 (with a warning) when it is unset; share the cores out instead
+    threads = {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // nproc))}
     process = subprocess.Popen(
         [sys.executable, "-m", "torch.distributed.run", *args],
-        env={**os.environ, **(env or {})},
+        env={**threads, **os.environ, **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
