@@ -20,9 +20,11 @@ import os
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import torch
@@ -33,12 +35,15 @@ from torch.utils.data import DataLoader, DistributedSampler
 from torchvision import transforms
 
 from helpers.checkpoint import save_checkpoint
-from helpers.data import load_cifar10
+from helpers.data import SyntheticCIFAR10, load_cifar10
 from helpers.models import CifarNet, Tudui
 
 __all__ = ["MODELS", "Context", "choose_backend", "launch", "main", "max_weight_difference", "setup"]
 
 MODELS: dict[str, type[nn.Module]] = {"cifarnet": CifarNet, "tudui": Tudui}
+# How long a rank waits for the others at a collective (the default is 10 minutes): long enough for
+# rank 0 to download CIFAR-10 or to evaluate and save while the others wait at a barrier.
+COLLECTIVE_TIMEOUT = timedelta(minutes=30)
 TORCHRUN_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
@@ -75,10 +80,10 @@ def setup() -> Context:
     if device_type == "cuda":
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)  # this process's GPU: "cuda" and NCCL mean this one from here on
-        dist.init_process_group(backend, device_id=device)
+        dist.init_process_group(backend, device_id=device, timeout=COLLECTIVE_TIMEOUT)
     else:
         device = torch.device("cpu")
-        dist.init_process_group(backend)
+        dist.init_process_group(backend, timeout=COLLECTIVE_TIMEOUT)
     return Context(rank, local_rank, world_size, local_world_size, device, backend)
 
 
@@ -120,13 +125,16 @@ def _parser() -> argparse.ArgumentParser:
 def _load_data(train: bool, size: int | None, ctx: Context):
     normalize = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.5,) * 3, (0.5,) * 3)])
     # Rank 0 first (it downloads CIFAR-10 when needed), then the others read what it wrote: N processes
-    # downloading into one folder at once would trip over each other's half-written files.
+    # downloading into one folder at once would trip over each other's half-written files. Rank 0 also
+    # tells the others which data it got, so that no rank trains on the stand-in while another has CIFAR-10.
+    source = [None]
     if ctx.rank == 0:
         dataset = load_cifar10(train=train, transform=normalize, size=size)
-    dist.barrier()
+        source = ["synthetic" if isinstance(dataset, SyntheticCIFAR10) else "cifar10"]
+    dist.broadcast_object_list(source, src=0)  # the others wait here while rank 0 loads
     if ctx.rank != 0:
         with contextlib.redirect_stdout(io.StringIO()):  # rank 0 has said which dataset it is
-            dataset = load_cifar10(train=train, transform=normalize, size=size)
+            dataset = load_cifar10(train=train, transform=normalize, size=size, source=source[0])
     return dataset
 
 
@@ -176,8 +184,8 @@ def _train(args: argparse.Namespace, ctx: Context) -> None:
             totals[1] += (outputs.argmax(1) == targets).sum()
             totals[2] += len(targets)
         dist.all_reduce(totals)  # the metrics of the whole epoch, not of rank 0's share
+        loss_sum, correct, seen = totals.tolist()  # waits for the GPU: only now is the epoch done
         seconds = time.perf_counter() - start
-        loss_sum, correct, seen = totals.tolist()
         record = {"epoch": epoch, "train_loss": loss_sum / seen, "train_accuracy": correct / seen}
         if ctx.rank == 0:
             model.eval()
@@ -205,6 +213,16 @@ def _train(args: argparse.Namespace, ctx: Context) -> None:
         torch.save(model.state_dict(), args.dump_weights / f"rank{ctx.rank}.pt")
     if difference != 0:
         raise RuntimeError(f"rank {ctx.rank}: the replicas drifted apart (difference {difference})")
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """Stop torchrun so that it stops its workers (SIGTERM; SIGKILL if it does not end in 30 s)."""
+    process.terminate()  # torchrun's agent turns SIGTERM into stopping every worker it started
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def launch(
@@ -240,21 +258,30 @@ def launch(
         stderr=subprocess.STDOUT,
         text=True,
     )
-    lines = []
-    deadline = time.monotonic() + timeout
-    try:
+    lines: list[str] = []
+
+    def read() -> None:  # in a thread, so that a silent hang still times out
         assert process.stdout is not None
         for line in process.stdout:
             lines.append(line)
             if echo:
                 print(line, end="", flush=True)
-            if time.monotonic() > deadline:
-                raise subprocess.TimeoutExpired(process.args, timeout)
-        process.wait(timeout=max(1.0, deadline - time.monotonic()))
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _stop(process)
+        reader.join(timeout=5)
+        raise RuntimeError(
+            f"torchrun ran longer than {timeout:.0f} s and was stopped; the end of its output:\n"
+            f"{''.join(lines)[-4000:]}"
+        ) from None
+    except BaseException:  # e.g. KeyboardInterrupt from Jupyter's stop button
+        _stop(process)
+        raise
+    reader.join(timeout=5)
     output = "".join(lines)
     if process.returncode != 0:
         raise RuntimeError(

@@ -224,11 +224,13 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray:
 _COUNT_GPUS = """
 import os, sys
 import torch
-if sys.argv[1] == "1" and torch.cuda.is_available():
-    torch.cuda.init()  # CUDA starts here: it reads CUDA_VISIBLE_DEVICES now, and only now
+if sys.argv[1] == "1":
+    torch.cuda.is_available()  # the first CUDA call: the driver starts and reads CUDA_VISIBLE_DEVICES now
 for assignment in sys.argv[2:]:
     name, _, value = assignment.partition("=")
     os.environ[name] = value
+if torch.cuda.is_available():
+    torch.cuda.init()  # count what CUDA itself has, not a guess from the variable
 print(torch.cuda.device_count())
 """
 
@@ -243,9 +245,11 @@ def gpu_count_in_fresh_process(
 
     ``env`` is added to the environment the process starts with (as ``VAR=... python`` in a
     shell does); ``set_in_code`` is assigned to ``os.environ`` inside the process after
-    ``import torch``, either before CUDA starts or, with ``after_cuda_init=True``, after
-    ``torch.cuda.init()`` (skipped where there is no GPU). The variables the caller's own process
-    has, ``CUDA_VISIBLE_DEVICES`` included, are inherited unless ``env`` overrides them.
+    ``import torch``, either before any CUDA call or, with ``after_cuda_init=True``, after the
+    first one, ``torch.cuda.is_available()``, which starts the CUDA driver. The count is then taken
+    after ``torch.cuda.init()``, so it is what CUDA has, not what the variable says. The variables
+    the caller's own process has, ``CUDA_VISIBLE_DEVICES`` included, are inherited unless ``env``
+    overrides them.
     Introduced in ``04_data_parallel``.
     """
     for name, value in [*(env or {}).items(), *(set_in_code or {}).items()]:

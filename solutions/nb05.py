@@ -20,11 +20,12 @@ def orders_for_epochs(sampler, epochs):
     return orders
 
 
-def launch_args(nnodes, node_rank, gpus_per_node, endpoint):
+def launch_args(nnodes, gpus_per_node, endpoint, job_id):
+    # the same line on every machine: with c10d, torchrun numbers the machines itself
     return [
         f"--nnodes={nnodes}",
-        f"--node-rank={node_rank}",
         f"--nproc-per-node={gpus_per_node}",
+        f"--rdzv-id={job_id}",
         "--rdzv-backend=c10d",
         f"--rdzv-endpoint={endpoint}",
         "-m",

@@ -75,28 +75,29 @@ def test_wrong_epoch_orders_are_rejected(answer, message):
         nb05.check_orders_for_epochs(answer)
 
 
-def _args(**change):
-    def answer(nnodes, node_rank, gpus_per_node, endpoint):
-        args = solution.launch_args(nnodes, node_rank, gpus_per_node, endpoint)
-        return change.get("transform", lambda a: a)(args)
+def _args(transform):
+    def answer(nnodes, gpus_per_node, endpoint, job_id):
+        return transform(solution.launch_args(nnodes, gpus_per_node, endpoint, job_id))
 
     return answer
+
+
+def _without(prefix):
+    return _args(lambda a: [x for x in a if not x.startswith(prefix)])
 
 
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
-        (_args(transform=lambda a: ["--standalone", *a]), "--standalone is for one machine"),
-        (_args(transform=lambda a: [*a[:-2], "helpers/ddp.py"]), "as a module"),
-        (_args(transform=lambda a: " ".join(a)), "not one string"),
-        (_args(transform=lambda a: ["torchrun", *a]), "leave out the word 'torchrun'"),
+        (_args(lambda a: ["--standalone", *a]), "--standalone is for one machine"),
+        (_args(lambda a: [*a[:-2], "helpers/ddp.py"]), "as a module"),
+        (_args(lambda a: " ".join(a)), "not one string"),
+        (_args(lambda a: ["torchrun", *a]), "leave out the word 'torchrun'"),
+        (_without("--rdzv-id"), "rdzv-id should be the job's id"),
+        (_without("--rdzv-backend"), "should be c10d"),
+        (_without("--nproc-per-node"), "nproc-per-node should be 4"),
         (
-            _args(transform=lambda a: [x for x in a if not x.startswith("--node-rank")]),
-            "node-rank should be 1",
-        ),
-        (_args(transform=lambda a: [x for x in a if not x.startswith("--rdzv-backend")]), "should be c10d"),
-        (
-            lambda nnodes, node_rank, gpus, endpoint: solution.launch_args(2, 1, 4, "10.0.0.1:29400"),
+            lambda nnodes, gpus, endpoint, job: solution.launch_args(2, 4, "10.0.0.1:29400", "cifar"),
             "ignore the inputs",
         ),
     ],

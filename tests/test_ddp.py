@@ -4,6 +4,8 @@ import os
 import socket
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,9 +19,9 @@ from helpers.data import load_cifar10
 from helpers.ddp import MODELS, choose_backend, launch
 
 
-def torchrun(*args, nproc=2, launch_args=("--standalone",)):
+def torchrun(*args, nproc=2, launch_args=("--standalone",), **extra_env):
     """Run helpers.ddp under torchrun; a failure raises with the processes' output."""
-    env = {"COURSE_DATA": "synthetic", "OMP_NUM_THREADS": "1"}
+    env = {"COURSE_DATA": "synthetic", "OMP_NUM_THREADS": "1", **extra_env}
     return launch(args, nproc=nproc, launcher_args=launch_args, env=env, timeout=240, echo=False)
 
 
@@ -70,12 +72,29 @@ def _first_batch_step(batch, seed=0, lr=0.01, size=256):
 
 
 def test_two_processes_of_batch_b_take_the_same_step_as_one_process_of_batch_2b(tmp_path):
+    # on the CPU in both runs, even where GPUs exist: a GPU's TF32 convolutions would differ slightly
     common = ["--epochs", 1, "--max-steps", 1, "--train-size", 256, "--test-size", 16]
+    cpu_only = {"CUDA_VISIBLE_DEVICES": ""}
     torchrun(
-        *common, "--batch-size", 16, "--out", tmp_path / "a.pt", "--dump-weights", tmp_path / "two", nproc=2
+        *common,
+        "--batch-size",
+        16,
+        "--out",
+        tmp_path / "a.pt",
+        "--dump-weights",
+        tmp_path / "two",
+        **cpu_only,
     )
     torchrun(
-        *common, "--batch-size", 32, "--out", tmp_path / "b.pt", "--dump-weights", tmp_path / "one", nproc=1
+        *common,
+        "--batch-size",
+        32,
+        "--out",
+        tmp_path / "b.pt",
+        "--dump-weights",
+        tmp_path / "one",
+        nproc=1,
+        **cpu_only,
     )
     two = torch.load(tmp_path / "two" / "rank0.pt", weights_only=True)
     one = torch.load(tmp_path / "one" / "rank0.pt", weights_only=True)
@@ -102,7 +121,7 @@ def _free_port():
 def test_the_multi_machine_launch_line_runs_the_same_script(tmp_path):
     launcher = (
         "--nnodes=1",
-        "--node-rank=0",
+        "--rdzv-id=test",
         "--rdzv-backend=c10d",
         f"--rdzv-endpoint=127.0.0.1:{_free_port()}",
     )
@@ -126,6 +145,28 @@ def test_running_without_torchrun_says_how_to_launch(tmp_path):
     assert result.returncode != 0
     assert "torchrun --standalone --nproc_per_node=2 -m helpers.ddp" in result.stderr
     assert "RANK" in result.stderr
+
+
+def _workers_alive(marker):
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and marker in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                found.append(proc.name)
+        except OSError:
+            pass
+    return found
+
+
+def test_a_run_past_its_timeout_is_stopped_with_its_workers(tmp_path):
+    marker = str(tmp_path / "timeout.pt")  # appears in each worker's command line
+    with pytest.raises(RuntimeError, match="ran longer than 15 s and was stopped") as stopped:
+        launch(["--epochs", 100, "--train-size", 4096, "--out", marker], nproc=2, timeout=15, echo=False)
+    assert "world size 2" in str(stopped.value)  # the workers were running when it was stopped
+    deadline = time.monotonic() + 30
+    while _workers_alive(marker) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not _workers_alive(marker), "workers outlived torchrun"
 
 
 def test_a_failed_launch_raises_with_the_output():

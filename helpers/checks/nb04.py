@@ -78,7 +78,8 @@ def check_plain_state_dict(plain_state_dict: Callable) -> bool:
         plain.load_state_dict(answer)
     except RuntimeError as error:
         fail(f"the unwrapped model does not accept these weights: {str(error).splitlines()[-1].strip()}")
-    expected = wrapped.module.state_dict()
+    # with one GPU, DataParallel has moved the wrapped model to cuda:0: compare on the CPU
+    expected = {key: value.cpu() for key, value in wrapped.module.state_dict().items()}
     if any(not torch.equal(plain.state_dict()[key], expected[key]) for key in expected):
         fail("the weights load, but they are not the wrapped model's weights: do not re-initialise them")
     return correct("the unwrapped model loads these weights")

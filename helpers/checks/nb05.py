@@ -72,8 +72,8 @@ def check_orders_for_epochs(orders_for_epochs: Callable) -> bool:
 
 
 def check_launch_args(launch_args: Callable) -> bool:
-    """Exercise 3: torchrun arguments for machine `node_rank` of several."""
-    answer = launch_args(2, 1, 4, "10.0.0.1:29400")
+    """Exercise 3: torchrun arguments for one of several machines, with the c10d rendezvous."""
+    answer = launch_args(2, 4, "10.0.0.1:29400", "cifar")
     if answer is None:
         return not_answered("return the torchrun arguments as a list of strings")
     if isinstance(answer, str):
@@ -93,21 +93,20 @@ def check_launch_args(launch_args: Callable) -> bool:
     problems = []
     if str(parsed.nnodes) != "2":
         problems.append(f"--nnodes should be 2, is {parsed.nnodes}")
-    if int(parsed.node_rank) != 1:
-        problems.append(f"--node-rank should be 1 (this machine), is {parsed.node_rank}")
     if str(parsed.nproc_per_node) != "4":
         problems.append(f"--nproc-per-node should be 4 (one process per GPU), is {parsed.nproc_per_node}")
     if parsed.rdzv_backend != "c10d":
         problems.append(f"--rdzv-backend should be c10d, is {parsed.rdzv_backend}")
     if parsed.rdzv_endpoint != "10.0.0.1:29400":
         problems.append(f"--rdzv-endpoint should be 10.0.0.1:29400, is {parsed.rdzv_endpoint!r}")
+    if parsed.rdzv_id != "cifar":
+        problems.append(
+            f"--rdzv-id should be the job's id, cifar, the same on every machine; is {parsed.rdzv_id!r}"
+        )
     if problems:
         fail("; ".join(problems))
-    again = launch_args(3, 0, 8, "node0:1234")
-    parsed = get_args_parser().parse_args(list(again))
-    got = (str(parsed.nnodes), int(parsed.node_rank), str(parsed.nproc_per_node), parsed.rdzv_endpoint)
-    if got != ("3", 0, "8", "node0:1234"):
-        fail(
-            "the arguments do not follow the inputs: build them from nnodes, node_rank, gpus_per_node, endpoint"
-        )
-    return correct("torchrun reads these as machine 1 of 2 with 4 processes, meeting at the endpoint")
+    again = get_args_parser().parse_args(list(launch_args(3, 8, "node0:1234", "run7")))
+    got = (str(again.nnodes), str(again.nproc_per_node), again.rdzv_endpoint, again.rdzv_id)
+    if got != ("3", "8", "node0:1234", "run7"):
+        fail("the arguments ignore the inputs: build them from nnodes, gpus_per_node, endpoint, job_id")
+    return correct("torchrun reads these as one of 2 machines with 4 processes each, meeting at the endpoint")
