@@ -1,0 +1,209 @@
+"""Every notebook in a real browser: JupyterLab started by `make lab`, each notebook run in headless Chromium.
+
+For each `notebooks/*.ipynb`: open it, Run All Cells in quick mode (`COURSE_QUICK=1`), wait until the
+kernel is idle, then check that every code cell has an execution count and that no cell shows an
+error; a screenshot of each goes to `test-output/browser/`, with JupyterLab's log (`lab.log`) and the
+times (`summary.txt`). Nothing is saved: the notebooks stay as committed. How errors are found is
+explained in `labdriver.py`; the first test shows that the checks do fail on a notebook that raises.
+
+Needs Debian's Chromium (`sudo apt-get install chromium`, or `COURSE_CHROMIUM=/path/to/chromium`) and
+Playwright (pinned in requirements.txt). Without them the tests skip, except where
+`COURSE_REQUIRE_BROWSER=1` (CI), where they fail. Time limits: `COURSE_BROWSER_TIMEOUT` seconds per
+notebook (default 300) and `COURSE_BROWSER_TOTAL_TIMEOUT` for the whole file (default 1500).
+Run only this file with `.venv/bin/python -m pytest tests/test_browser.py`.
+"""
+
+import json
+import os
+import shutil
+import time
+
+import pytest
+from labdriver import ROOT, LabServer, find_chromium, launch_chromium, run_notebook, write_notebook
+
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+OUTPUT = ROOT / "test-output" / "browser"
+# The deliberately failing notebook must be under the server's root (notebooks/); this folder is
+# git-ignored by the `test-output/` entry of .gitignore, and the test removes it again.
+SCRATCH = ROOT / "notebooks" / "test-output"
+STARTUP_TIMEOUT = 240.0  # `make lab` reinstalls the pins first when requirements.txt changed
+
+
+def _seconds(name: str, default: float) -> float:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if seconds <= 0:
+        raise ValueError(
+            f"{name}={value!r} is not a number of seconds above 0: set it to e.g. 600, or unset it."
+        )
+    return seconds
+
+
+PER_NOTEBOOK = _seconds("COURSE_BROWSER_TIMEOUT", 300.0)
+TOTAL = _seconds("COURSE_BROWSER_TOTAL_TIMEOUT", 1500.0)
+
+
+def _budget(deadline: float, limit: float) -> float:
+    left = deadline - time.monotonic()
+    if left < 5:
+        pytest.fail(
+            f"the browser tests' overall limit (COURSE_BROWSER_TOTAL_TIMEOUT={TOTAL:.0f} s) is used up"
+        )
+    return min(limit, left)
+
+
+def _has_outputs(path) -> bool:
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return any(c.get("outputs") or c.get("execution_count") for c in cells if c["cell_type"] == "code")
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    required = os.environ.get("COURSE_REQUIRE_BROWSER", "").strip().lower() in {"1", "true", "yes", "on"}
+    problems = []
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        problems.append(
+            "Playwright is not installed in this environment (`make setup` installs the pinned one)"
+        )
+    executable = find_chromium()
+    if executable is None:
+        problems.append(
+            "Chromium was not found: install Debian's package with `sudo apt-get install chromium`, "
+            "or set COURSE_CHROMIUM to a Chromium binary"
+        )
+    if problems:
+        message = "; ".join(problems) + "."
+        if required:
+            pytest.fail(f"COURSE_REQUIRE_BROWSER=1, so the browser tests must run: {message}")
+        pytest.skip(f"browser tests skipped: {message} CI installs Chromium and runs them.")
+    return executable
+
+
+@pytest.fixture(scope="module")
+def deadline(chromium):
+    return time.monotonic() + TOTAL
+
+
+@pytest.fixture(scope="module")
+def summary(chromium):
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    path = OUTPUT / "summary.txt"
+    path.write_text("")
+
+    def write(line: str) -> None:
+        with path.open("a") as file:
+            file.write(line + "\n")
+        print(line)
+
+    return write
+
+
+@pytest.fixture(scope="module")
+def lab(chromium, deadline, summary, tmp_path_factory):
+    server = LabServer(tmp_path_factory.mktemp("lab"), OUTPUT / "lab.log")
+    started = time.monotonic()
+    try:
+        server.start(timeout=_budget(deadline, STARTUP_TIMEOUT))
+        summary(f"`make lab` answered on port {server.port} after {time.monotonic() - started:.1f} s")
+        # Never save: the server must have autosave off before any notebook is opened.
+        docmanager = server.api("GET", "/lab/api/settings/@jupyterlab/docmanager-extension:plugin")
+        assert docmanager["settings"]["autosave"] is False, f"autosave is on: {docmanager['settings']}"
+        # The same startup as a newcomer's: `make lab` serves notebooks/.
+        served = {item["name"] for item in server.api("GET", "/api/contents")["content"]}
+        assert {p.name for p in NOTEBOOKS if p.exists()} <= served, (
+            f"the server's root holds {sorted(served)}"
+        )
+        yield server
+    finally:
+        left = server.stop()
+    assert not left, f"processes left running after the server stopped: {sorted(left)}"
+
+
+@pytest.fixture(scope="module")
+def browser(chromium, summary):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        instance = launch_chromium(playwright, chromium)
+        summary(f"Chromium {instance.version} ({chromium}), Playwright driving it with executable_path")
+        try:
+            yield instance
+        finally:
+            instance.close()
+
+
+def test_the_checks_fail_on_errors_and_on_cells_never_run(lab, browser, deadline, summary):
+    """A notebook that raises: the error is reported, and so are a widget that cannot be displayed and the
+    cells that never ran; a warning on stderr and a working progress bar are not."""
+    folder = f"browser-{os.getpid()}"  # two runs at once do not share it
+    path = SCRATCH / folder / "deliberate_error.ipynb"
+    write_notebook(
+        path,
+        [
+            "print('this cell works')",
+            "import warnings\n\nwarnings.warn('only a warning: stderr text, not an error')",
+            "from tqdm.auto import tqdm\n\nfor _ in tqdm(range(3)):\n    pass",
+            "import ipywidgets\nfrom IPython.display import display\n\n"
+            "view = {'model_id': 'no-such-model', 'version_major': 2, 'version_minor': 0}\n"
+            "display({'application/vnd.jupyter.widget-view+json': view}, raw=True)",
+            "raise ValueError('deliberate failure for the browser test')",
+            "print('never runs: Run All stops at the error')",
+        ],
+    )
+    try:
+        run = run_notebook(
+            lab,
+            browser,
+            f"test-output/{folder}/deliberate_error.ipynb",
+            OUTPUT / "check_deliberate_error.png",
+            timeout=_budget(deadline, 120),
+        )
+        # The browser saved nothing; a save through the server is seen by the check the notebooks get.
+        assert not [line for line in lab.writes() if path.name in line]
+        api_path = f"/api/contents/test-output/{folder}/deliberate_error.ipynb"
+        content = lab.api("GET", api_path)["content"]
+        lab.api("PUT", api_path, {"type": "notebook", "format": "json", "content": content})
+        assert [line for line in lab.writes() if path.name in line]
+    finally:
+        shutil.rmtree(path.parent, ignore_errors=True)  # with the .ipynb_checkpoints/ of the save above
+        if SCRATCH.is_dir() and not any(SCRATCH.iterdir()):
+            SCRATCH.rmdir()
+    summary(f"check_deliberate_error.ipynb: {run.seconds:.1f} s; problems found: {run.problems()}")
+    assert run.finished
+    assert run.errors == [
+        "cell 4: Error displaying widget: model not found",
+        "cell 5: ValueError: deliberate failure for the browser test",
+    ]
+    assert run.not_run == [6]
+    assert len(run.stderr) == 1 and "only a warning" in run.stderr[0], run.stderr
+    assert len(run.problems()) == 3
+    assert run.screenshot.stat().st_size > 0
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_runs_in_jupyterlab(notebook, lab, browser, deadline, summary):
+    if not notebook.exists():
+        pytest.skip(f"{notebook.name} was removed while the tests ran")
+    had_outputs = _has_outputs(notebook)
+    run = run_notebook(
+        lab, browser, notebook.name, OUTPUT / f"{notebook.stem}.png", timeout=_budget(deadline, PER_NOTEBOOK)
+    )
+    notes = f"; stderr (not errors): {run.stderr}" if run.stderr else ""
+    notes += f"; page errors: {run.page_errors}" if run.page_errors else ""
+    summary(
+        f"{notebook.name}: {run.seconds:.1f} s, {run.code_cells} code cells, problems: {run.problems()}"
+        + notes
+    )
+    assert not run.problems(), (
+        f"{notebook.name} in JupyterLab: {'; '.join(run.problems())} (see {run.screenshot})"
+    )
+    assert run.screenshot.stat().st_size > 0
+    assert not [line for line in lab.writes() if notebook.name in line], f"the server saved {notebook.name}"
+    assert had_outputs or not _has_outputs(notebook), f"the browser run saved outputs into {notebook.name}"
