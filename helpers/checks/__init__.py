@@ -2,7 +2,7 @@
 
 Introduced in ``00_devices_and_tensors``. Each notebook's exercise checks live in their own module
 (``helpers.checks.nb00`` for notebook 00, and so on); the reference solutions are in
-``solutions/`` at the repository root, away from the notebooks, and ``tests/test_checks.py``
+``solutions/`` at the repository root, away from the notebooks, and ``tests/test_checks_nbNN.py``
 runs every check against them and against wrong answers.
 
 A check prints ``correct: ...`` and returns ``True`` when the answer is right, and raises
