@@ -8,7 +8,7 @@ LAB_ARGS ?=
 # JupyterLab refuses to run as root (containers, some cloud machines) unless told it may.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: setup lab test
+.PHONY: setup lab test bench
 
 # (Re)install when the pins or the package metadata change.
 $(STAMP): requirements.txt pyproject.toml
@@ -27,3 +27,9 @@ test: setup
 	$(BIN)/ruff format --check .
 	COURSE_QUICK=1 $(BIN)/python -m pytest tests notebooks \
 		--nbval-lax --nbval-current-env --nbval-cell-timeout=600 -p no:cacheprovider
+
+# Training throughput of the seeds' pipeline against the fast path of 06_performance, on this
+# machine's device; writes results/bench-<device>.json and .png. `make bench BENCH_ARGS=--quick`
+# for a short run (see `.venv/bin/python scripts/bench.py --help`).
+bench: setup
+	$(BIN)/python scripts/bench.py $(BENCH_ARGS)

@@ -28,6 +28,17 @@ def _check_model_on(model: nn.Module, device: torch.device | str) -> torch.devic
     return device
 
 
+def _progress(loader: Iterable, desc: str, show: bool) -> tqdm:
+    """A progress bar over ``loader`` that starts exactly one pass over it.
+
+    ``tqdm.auto`` given a loader calls ``iter()`` on it once more than it uses (tqdm issue 1598):
+    for a ``DataLoader`` that is an extra draw from the random stream and, with workers, a set of
+    worker processes started for nothing. Handing it the iterator avoids both.
+    """
+    total = len(loader) if hasattr(loader, "__len__") else None
+    return tqdm(iter(loader), total=total, desc=desc, leave=False, disable=not show)
+
+
 def train_one_epoch(
     model: nn.Module,
     loader: Iterable,
@@ -54,7 +65,7 @@ def train_one_epoch(
     correct = torch.zeros((), device=device, dtype=torch.long)
     seen = 0
     steps_per_epoch = len(loader) if hasattr(loader, "__len__") else 0
-    bar = tqdm(loader, desc=f"epoch {epoch + 1} train", leave=False, disable=not progress)
+    bar = _progress(loader, f"epoch {epoch + 1} train", progress)
     for step, (inputs, targets) in enumerate(bar):
         inputs, targets = inputs.to(device), targets.to(device)
         outputs = model(inputs)
@@ -101,7 +112,7 @@ def evaluate(
     total_loss = torch.zeros((), device=device)
     correct = torch.zeros((), device=device, dtype=torch.long)
     seen = 0
-    for inputs, targets in tqdm(loader, desc="evaluate", leave=False, disable=not progress):
+    for inputs, targets in _progress(loader, "evaluate", progress):
         inputs, targets = inputs.to(device), targets.to(device)
         outputs = model(inputs)
         total_loss += loss_fn(outputs, targets) * targets.size(0)

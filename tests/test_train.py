@@ -88,3 +88,28 @@ def test_training_on_the_gpu():
         model, _separable_loader(), nn.CrossEntropyLoss(), optimizer, "cuda", progress=False
     )
     assert isinstance(loss, float) and next(model.parameters()).is_cuda
+
+
+class _CountingLoader:
+    """A loader that counts how many passes are started over it."""
+
+    def __init__(self, loader):
+        self.loader, self.passes = loader, 0
+
+    def __len__(self):
+        return len(self.loader)
+
+    def __iter__(self):
+        self.passes += 1
+        return iter(self.loader)
+
+
+@pytest.mark.parametrize("progress", [True, False])
+def test_each_call_starts_exactly_one_pass_over_the_loader(progress):
+    model = nn.Linear(4, 2)
+    loader = _CountingLoader(_separable_loader())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    train_one_epoch(model, loader, nn.CrossEntropyLoss(), optimizer, "cpu", progress=progress)
+    assert loader.passes == 1
+    evaluate(model, loader, nn.CrossEntropyLoss(), "cpu", progress=progress)
+    assert loader.passes == 2

@@ -1,0 +1,242 @@
+"""Timing code on any device, done right, and the benchmark results of ``make bench``.
+
+Introduced in ``06_performance``. A GPU runs the work it is given later, in order, while Python
+goes on: a clock read right after a call measures the launch, not the work. So every timer here
+waits for the device (``synchronize``) before it starts and before it stops, and measures only
+after warm-up calls. ``autorange`` and ``compare`` are thin wrappers around
+``torch.utils.benchmark`` (``Timer.blocked_autorange`` and ``Compare``), which do the same.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import torch
+from torch.utils import benchmark
+
+__all__ = [
+    "Stopwatch",
+    "autorange",
+    "compare",
+    "describe_result",
+    "images_per_second",
+    "load_results",
+    "result_stem",
+    "results_dir",
+    "synchronize",
+    "time_calls",
+]
+
+
+def synchronize(device: torch.device | str) -> None:
+    """Wait until ``device`` has finished all the work queued on it; on the CPU there is none to wait for."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+    elif device.type not in ("cpu", "meta"):
+        module = getattr(torch, device.type, None)
+        if module is None or not hasattr(module, "synchronize"):
+            raise ValueError(
+                f"Do not know how to wait for a {device.type!r} device: time it on 'cuda' or 'cpu'"
+            )
+        module.synchronize(device)
+
+
+class Stopwatch:
+    """Wall time of a block of work on ``device``, including the work still queued when it ends.
+
+    ``with Stopwatch(device) as watch: ...`` then ``watch.seconds``. It waits for the device on
+    entry (so earlier work is not counted) and on exit (so all of this block's work is). On CUDA it
+    times with CUDA events recorded on the current stream, which the GPU stamps itself.
+    """
+
+    def __init__(self, device: torch.device | str) -> None:
+        self.device = torch.device(device)
+        self.seconds: float | None = None
+        self._start: Any = None
+
+    def __enter__(self) -> Stopwatch:
+        synchronize(self.device)
+        if self.device.type == "cuda":
+            self._start = torch.cuda.Event(enable_timing=True)
+            self._start.record()
+        else:
+            self._start = time.perf_counter()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.device.type == "cuda":
+            end = torch.cuda.Event(enable_timing=True)
+            end.record()
+            end.synchronize()
+            self.seconds = self._start.elapsed_time(end) / 1000  # elapsed_time is in milliseconds
+        else:
+            synchronize(self.device)
+            self.seconds = time.perf_counter() - self._start
+
+
+def time_calls(
+    fn: Callable[[], Any], device: torch.device | str, *, warmup: int = 2, repeats: int = 5
+) -> list[float]:
+    """Seconds taken by each of ``repeats`` calls of ``fn()``, after ``warmup`` untimed calls.
+
+    Each call is timed on its own with a ``Stopwatch``, so the list shows the spread; the first
+    calls of anything pay one-off costs (kernel loading, library handles, autotuning,
+    compilation), which ``warmup`` keeps out of the figures.
+    """
+    if warmup < 0 or repeats < 1:
+        raise ValueError(f"need warmup >= 0 and repeats >= 1, got warmup={warmup}, repeats={repeats}")
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        with Stopwatch(device) as watch:
+            fn()
+        times.append(watch.seconds)
+    return times
+
+
+def images_per_second(images: int, seconds: float) -> float:
+    """Throughput: ``images / seconds``, refusing a zero or negative time (a clock read too early)."""
+    if seconds <= 0:
+        raise ValueError(
+            f"{images} images in {seconds} s: a time of zero or less means the clock was read wrongly; "
+            "time with Stopwatch(device), which waits for the device."
+        )
+    return images / seconds
+
+
+def autorange(
+    fn: Callable[[], Any],
+    *,
+    label: str = "",
+    sub_label: str = "",
+    description: str = "",
+    min_run_time: float = 0.2,
+    num_threads: int | None = None,
+) -> benchmark.Measurement:
+    """``torch.utils.benchmark.Timer(...).blocked_autorange()`` for a function with no arguments.
+
+    ``Timer`` warms up, picks how many calls to time in one block so that reading the clock costs
+    nothing, waits for the accelerator around each block, and returns a ``Measurement`` (``.median``,
+    ``.iqr``, ``.times`` in seconds per call). ``Timer`` runs with **one** CPU thread unless told
+    otherwise; this wrapper uses as many as PyTorch trains with (``torch.get_num_threads()``), so
+    CPU figures match training. ``label``/``sub_label``/``description`` lay out ``compare``'s table.
+    """
+    timer = benchmark.Timer(
+        stmt="fn()",
+        globals={"fn": fn},
+        label=label,
+        sub_label=sub_label,
+        description=description,
+        num_threads=torch.get_num_threads() if num_threads is None else num_threads,
+    )
+    return timer.blocked_autorange(min_run_time=min_run_time)
+
+
+def compare(measurements: Iterable[benchmark.Measurement]) -> str:
+    """The table ``torch.utils.benchmark.Compare`` makes of ``measurements`` (times per call), as text.
+
+    Rows are the ``sub_label``s, columns the ``description``s, one table per ``label``.
+    """
+    table = benchmark.Compare(list(measurements))
+    table.trim_significant_figures()
+    return str(table)
+
+
+# ---- benchmark results files (written by scripts/bench.py, read by 06_performance) ----
+
+
+def results_dir() -> Path:
+    """``results/`` at the repository root, where ``make bench`` writes (elsewhere: in the current folder)."""
+    repo = Path(__file__).resolve().parent.parent
+    if (repo / "pyproject.toml").is_file() and (repo / "notebooks").is_dir():
+        return repo / "results"
+    return Path.cwd() / "results"
+
+
+def result_stem(device_type: str, device_name: str, *, quick: bool = False) -> str:
+    """The file name (without suffix) of a benchmark result: one per device, a quick run apart.
+
+    ``bench-cuda-nvidia-h100-80gb-hbm3``, ``bench-cpu-amd-epyc``, ``bench-cpu-amd-epyc-quick``: a
+    CPU run never overwrites a GPU result, nor a quick run a full one.
+    """
+    slug = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-") or "unknown"
+    return f"bench-{device_type}-{slug}" + ("-quick" if quick else "")
+
+
+_REQUIRED = ("device", "versions", "date", "settings", "summary")
+
+
+def load_results(
+    folder: str | Path, *, device_type: str | None = None, quick: bool | None = False
+) -> list[dict]:
+    """The benchmark results (``bench-*.json``) in ``folder``, oldest first; ``[]`` when there are none.
+
+    ``device_type`` keeps only those measured on that kind of device (``"cuda"``, ``"cpu"``);
+    ``quick=False`` (the default) leaves out quick runs, ``None`` keeps both. Each result gets a
+    ``"path"`` entry; a file that is not a benchmark result raises a ``ValueError`` naming it.
+    """
+    folder = Path(folder)
+    results = []
+    for path in sorted(folder.glob("bench-*.json")) if folder.is_dir() else []:
+        try:
+            result = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise ValueError(
+                f"{path} is not valid JSON ({error}); delete it or run make bench again"
+            ) from error
+        missing = (
+            [key for key in _REQUIRED if key not in result] if isinstance(result, dict) else list(_REQUIRED)
+        )
+        if missing:
+            raise ValueError(f"{path} is not a benchmark result of scripts/bench.py: it lacks {missing}")
+        if device_type is not None and result["device"].get("type") != device_type:
+            continue
+        if quick is not None and bool(result["settings"].get("quick")) != quick:
+            continue
+        result["path"] = str(path)
+        results.append(result)
+    return sorted(results, key=lambda r: r["date"])
+
+
+def describe_result(result: dict) -> str:
+    """A few lines saying what a benchmark result measured, on which hardware and when."""
+    device, versions, settings, summary = (result[k] for k in ("device", "versions", "settings", "summary"))
+    speed, accuracy = summary["images_per_second"], summary["test_accuracy"]
+    difference = summary["accuracy_difference_points"]
+    ratio, same = summary["ratio"], summary["ratio_same_batches"]
+    runs = settings["repeats"]
+    return "\n".join(
+        [
+            f"{device['name']} ({device['type']}), measured {result['date'][:10]} with "
+            f"torch {versions['torch']}, CUDA {versions.get('cuda') or 'none'}"
+            + (" (a quick run)" if settings.get("quick") else ""),
+            f"Tudui on {settings['train_size']:,} {settings['data']} training images, "
+            f"{settings['epochs']} epochs, {runs} runs of each pipeline",
+            f"seed pipeline {speed['seed_pipeline']['first_run']:,.0f} images/s, fast path "
+            f"{speed['fast_path']['first_run']:,.0f} images/s in the first run: {ratio['first_run']:.1f}x; "
+            f"over the {runs} runs median {ratio['median']:.1f}x, "
+            f"from {ratio['min']:.1f}x to {ratio['max']:.1f}x",
+            f"fast path with the seed's batches (64): "
+            f"{speed['fast_same_batches']['first_run']:,.0f} images/s, {same['first_run']:.1f}x in the first "
+            f"run (median {same['median']:.1f}x)",
+            f"test accuracy after {settings['epochs']} epochs (mean of the runs): seed pipeline "
+            f"{accuracy['seed_pipeline']['mean']:.1%}, fast path with the seed's batches "
+            f"{accuracy['fast_same_batches']['mean']:.1%} ({difference['fast_same_batches']:+.1f} points), "
+            f"fast path {accuracy['fast_path']['mean']:.1%} ({difference['fast_path']:+.1f} points)",
+        ]
+    )

@@ -1,0 +1,191 @@
+"""helpers.timing: timers that wait for the device, torch.utils.benchmark wrappers, and bench results.
+
+The results tests read a results file written by a real (short) run of scripts/bench.py on this
+machine's CPU, in a temporary folder.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import requires_cuda
+
+from helpers.timing import (
+    Stopwatch,
+    autorange,
+    compare,
+    describe_result,
+    images_per_second,
+    load_results,
+    result_stem,
+    results_dir,
+    synchronize,
+    time_calls,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_synchronize_on_devices_without_a_queue_returns_at_once():
+    synchronize("cpu")
+    synchronize(torch.device("meta"))
+    with pytest.raises(ValueError, match="Do not know how to wait for a 'xla' device"):
+        synchronize("xla")
+
+
+def test_stopwatch_measures_the_block():
+    with Stopwatch("cpu") as watch:
+        assert watch.seconds is None
+        time.sleep(0.05)
+    assert 0.045 <= watch.seconds < 1.0
+
+
+def test_time_calls_leaves_the_warmup_out():
+    calls = []
+
+    def slow_first_call():
+        calls.append(1)
+        time.sleep(0.3 if len(calls) == 1 else 0.01)
+
+    times = time_calls(slow_first_call, "cpu", warmup=1, repeats=4)
+    assert len(calls) == 5 and len(times) == 4
+    assert all(0.009 <= t < 0.25 for t in times)
+    with pytest.raises(ValueError, match="repeats >= 1"):
+        time_calls(slow_first_call, "cpu", repeats=0)
+
+
+def test_images_per_second():
+    assert images_per_second(1000, 2.0) == 500.0
+    with pytest.raises(ValueError, match="clock was read wrongly"):
+        images_per_second(1000, 0.0)
+
+
+def test_autorange_uses_the_training_thread_count_and_compare_tabulates():
+    calls = []
+    x = torch.randn(64, 64)
+
+    def work():
+        calls.append(1)
+        return x @ x
+
+    measurements = [
+        autorange(work, label="matmul", sub_label="64x64", description=d, min_run_time=0.01)
+        for d in ("a", "b")
+    ]
+    m = measurements[0]
+    assert m.num_threads == torch.get_num_threads()
+    assert m.median > 0 and len(m.times) >= 1 and len(calls) >= m.number_per_run * len(m.times)
+    table = compare(measurements)
+    assert "matmul" in table and "64x64" in table and "a" in table and "b" in table
+    assert autorange(work, num_threads=1, min_run_time=0.01).num_threads == 1
+
+
+@requires_cuda
+def test_on_a_gpu_the_stopwatch_sees_work_a_bare_clock_misses():
+    a = torch.randn(4096, 4096, device="cuda")
+    a @ a
+    synchronize("cuda")
+    start = time.perf_counter()
+    for _ in range(10):
+        a @ a
+    launch_only = time.perf_counter() - start
+    with Stopwatch("cuda") as watch:
+        for _ in range(10):
+            a @ a
+    assert launch_only < watch.seconds
+
+
+def test_result_stem_keeps_devices_and_quick_runs_apart():
+    assert result_stem("cuda", "NVIDIA H100 80GB HBM3") == "bench-cuda-nvidia-h100-80gb-hbm3"
+    assert result_stem("cpu", "AMD EPYC", quick=True) == "bench-cpu-amd-epyc-quick"
+    assert result_stem("cpu", "???") == "bench-cpu-unknown"
+    assert results_dir() == ROOT / "results"
+
+
+def test_load_results_of_an_empty_or_missing_folder(tmp_path):
+    assert load_results(tmp_path) == [] and load_results(tmp_path / "nowhere") == []
+
+
+def test_load_results_refuses_other_files(tmp_path):
+    (tmp_path / "bench-x.json").write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        load_results(tmp_path)
+    (tmp_path / "bench-x.json").write_text(json.dumps({"device": {}}))
+    with pytest.raises(ValueError, match="not a benchmark result"):
+        load_results(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory):
+    """A real, short benchmark run on this machine's CPU, written to a temporary folder."""
+    out = tmp_path_factory.mktemp("bench")
+    env = {**os.environ, "COURSE_DATA": "synthetic", "CUDA_VISIBLE_DEVICES": ""}
+    command = [
+        sys.executable,
+        str(ROOT / "scripts" / "bench.py"),
+        "--quick",
+        "--device",
+        "cpu",
+        "--train-size",
+        "256",
+        "--test-size",
+        "200",
+        "--epochs",
+        "2",
+        "--repeats",
+        "2",
+        "--out",
+        str(out),
+    ]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out, done.stdout
+
+
+def test_the_bench_writes_a_result_and_a_plot_named_for_the_device(cpu_run):
+    out, stdout = cpu_run
+    files = sorted(p.name for p in out.iterdir())
+    assert len(files) == 2 and files[0].startswith("bench-cpu-") and files[0].endswith("-quick.json")
+    assert files[1] == files[0].replace(".json", ".png") and (out / files[1]).stat().st_size > 10_000
+    result = json.loads((out / files[0]).read_text())
+    assert result["device"]["type"] == "cpu" and result["versions"]["torch"] == torch.__version__
+    assert result["settings"]["train_size"] == 256 and result["settings"]["quick"] is True
+    assert len(result["runs"]) == 2
+    for run in result["runs"]:
+        seed, fast = run["seed_pipeline"], run["fast_path"]
+        assert all(
+            run[path]["images_per_second"] > 0 for path in ("seed_pipeline", "fast_same_batches", "fast_path")
+        )
+        assert run["ratio"] == pytest.approx(fast["images_per_second"] / seed["images_per_second"])
+        assert len(seed["epoch_seconds"]) == 2 and 0 <= seed["test_accuracy"] <= 1
+        # images/s is taken over the epochs after the first
+        assert seed["images_per_second"] == pytest.approx(256 / seed["epoch_seconds"][1])
+    summary = result["summary"]
+    assert summary["ratio"]["first_run"] == result["runs"][0]["ratio"]
+    assert summary["ratio"]["min"] <= summary["ratio"]["median"] <= summary["ratio"]["max"]
+    seed_mean = summary["test_accuracy"]["seed_pipeline"]["mean"]
+    fast_mean = summary["test_accuracy"]["fast_path"]["mean"]
+    assert summary["accuracy_difference_points"]["fast_path"] == pytest.approx((fast_mean - seed_mean) * 100)
+    assert {row["device"] for row in result["sweep"]} == {"cpu"}
+    assert "wrote" in stdout
+
+
+def test_reading_back_a_real_cpu_result(cpu_run):
+    out, _ = cpu_run
+    assert load_results(out) == []  # quick runs are left out unless asked for
+    assert (
+        load_results(out, device_type="cuda", quick=None) == []
+    )  # what a notebook without a GPU reference sees
+    (result,) = load_results(out, device_type="cpu", quick=True)
+    text = describe_result(result)
+    summary = result["summary"]
+    assert result["device"]["name"] in text and "(a quick run)" in text
+    assert f"{summary['ratio']['first_run']:.1f}x" in text
+    assert f"{summary['test_accuracy']['seed_pipeline']['mean']:.1%}" in text
+    assert Path(result["path"]).parent == out
+    assert Path(result["path"].replace(".json", ".png")).is_file()  # the plot the notebook displays
