@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from queue import Empty, Queue
 
 import torch
 import torch.distributed as dist
@@ -259,21 +260,33 @@ def launch(
         text=True,
     )
     lines: list[str] = []
+    queue: Queue[str | None] = Queue()
 
     def read() -> None:  # in a thread, so that a silent hang still times out
         assert process.stdout is not None
         for line in process.stdout:
+            queue.put(line)
+        queue.put(None)  # the end of the output: every process writing to it has exited
+
+    threading.Thread(target=read, daemon=True).start()
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise subprocess.TimeoutExpired(process.args, timeout)
+            try:
+                line = queue.get(timeout=min(remaining, 1.0))
+            except Empty:
+                continue
+            if line is None:
+                break
             lines.append(line)
             if echo:
-                print(line, end="", flush=True)
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    try:
-        process.wait(timeout=timeout)
+                print(line, end="", flush=True)  # from this thread: Jupyter shows it in the cell
+        process.wait(timeout=max(1.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         _stop(process)
-        reader.join(timeout=5)
         raise RuntimeError(
             f"torchrun ran longer than {timeout:.0f} s and was stopped; the end of its output:\n"
             f"{''.join(lines)[-4000:]}"
@@ -281,7 +294,6 @@ def launch(
     except BaseException:  # e.g. KeyboardInterrupt from Jupyter's stop button
         _stop(process)
         raise
-    reader.join(timeout=5)
     output = "".join(lines)
     if process.returncode != 0:
         raise RuntimeError(

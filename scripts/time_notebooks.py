@@ -3,6 +3,7 @@
     python scripts/time_notebooks.py                    # every notebook, full (not quick) mode
     python scripts/time_notebooks.py 04_data_parallel   # some of them
     python scripts/time_notebooks.py --update-readme    # also write the times into README.md
+    python scripts/time_notebooks.py --readme-only      # only rewrite README's table from results/
 
 Writes ``results/notebook-times-<machine>[-quick].json`` (one file per kind of machine and mode,
 so a CPU run never overwrites a GPU one) with the machine, the versions, the date and the seconds
@@ -96,7 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="run in quick mode (COURSE_QUICK=1) instead")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
     parser.add_argument("--update-readme", action="store_true", help="write the table into README.md")
+    parser.add_argument("--readme-only", action="store_true", help="only rewrite README's table")
     args = parser.parse_args(argv)
+    if args.readme_only:
+        update_readme()
+        print("updated README.md from results/")
+        return 0
 
     paths = [NOTEBOOKS / f"{name}.ipynb" for name in args.names] or sorted(NOTEBOOKS.glob("*.ipynb"))
     missing = [p.name for p in paths if not p.exists()]
