@@ -223,7 +223,8 @@ def describe_result(result: dict) -> str:
     return "\n".join(
         [
             f"{device['name']} ({device['type']}), measured {result['date'][:10]} with "
-            f"torch {versions['torch']}, CUDA {versions.get('cuda') or 'none'}"
+            f"torch {versions['torch']}"
+            + (f", CUDA {versions.get('cuda')}" if device["type"] == "cuda" else "")
             + (" (a quick run)" if settings.get("quick") else ""),
             f"Tudui on {settings['train_size']:,} {settings['data']} training images, "
             f"{settings['epochs']} epochs, {runs} runs of each pipeline",
@@ -233,10 +234,23 @@ def describe_result(result: dict) -> str:
             f"from {ratio['min']:.1f}x to {ratio['max']:.1f}x",
             f"fast path with the seed's batches (64): "
             f"{speed['fast_same_batches']['first_run']:,.0f} images/s, {same['first_run']:.1f}x in the first "
-            f"run (median {same['median']:.1f}x)",
+            f"run (median {same['median']:.1f}x, from {same['min']:.1f}x to {same['max']:.1f}x)",
             f"test accuracy after {settings['epochs']} epochs (mean of the runs): seed pipeline "
             f"{accuracy['seed_pipeline']['mean']:.1%}, fast path with the seed's batches "
             f"{accuracy['fast_same_batches']['mean']:.1%} ({difference['fast_same_batches']:+.1f} points), "
             f"fast path {accuracy['fast_path']['mean']:.1%} ({difference['fast_path']:+.1f} points)",
+            *_targets(result),
         ]
+    )
+
+
+def _targets(result: dict) -> list[str]:
+    targets = result.get("targets") or {}
+    verdicts = [
+        f"{name.replace('_', ' ')} {'met' if target.get('met') else 'NOT met'}"
+        for name, target in targets.items()
+        if isinstance(target, dict) and "met" in target
+    ]
+    return (
+        [f"targets ({targets.get('judged_on', 'as recorded')}): " + "; ".join(verdicts)] if verdicts else []
     )

@@ -127,6 +127,12 @@ def per_sample_python(images, labels, batch_size, generator):
         yield torch.stack([images[i] for i in chosen]), torch.tensor([labels[i].item() for i in chosen])
 
 
+def permutation_drawn_on_the_tensors_device(images, labels, batch_size, generator):
+    order = torch.randperm(len(labels), generator=generator, device=labels.device)  # fails on a GPU
+    for start in range(0, len(labels), batch_size):
+        yield images[order[start : start + batch_size]], labels[order[start : start + batch_size]]
+
+
 def through_the_cpu(images, labels, batch_size, generator):
     yield from solution.device_batches(images.cpu(), labels.cpu(), batch_size, generator)
 
@@ -141,12 +147,15 @@ def through_the_cpu(images, labels, batch_size, generator):
         (with_replacement, "appear twice"),
         (per_sample_python, "'meta' device"),
         (through_the_cpu, "'meta' device"),
+        (permutation_drawn_on_the_tensors_device, "a CPU generator cannot draw a permutation on the GPU"),
         (lambda images, labels, batch_size, generator: [images, labels], "pair of tensors"),
     ],
 )
 def test_wrong_batch_iterators_are_rejected(answer, message):
+    randperm = torch.randperm
     with pytest.raises(CheckFailed, match=message):
         nb06.check_device_batches(answer)
+    assert torch.randperm is randperm  # the check's GPU-like randperm is gone again
 
 
 # ---- exercise 3: train_epoch ----

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable
@@ -92,6 +93,26 @@ def check_time_per_call(time_per_call: Callable[..., Any]) -> bool:
     return correct(f"{ms:.1f} ms per call, for calls that take {work_ms:.0f} ms on the device")
 
 
+@contextlib.contextmanager
+def _randperm_as_on_a_gpu():
+    """``torch.randperm`` refusing a generator of another device type, as CUDA does (``meta`` does not)."""
+    original = torch.randperm
+
+    def strict(*args, generator=None, device=None, **kwargs):
+        wanted = torch.device(device if device is not None else "cpu").type
+        if generator is not None and generator.device.type != wanted:
+            raise RuntimeError(
+                f"Expected a '{wanted}' device type for generator but found '{generator.device.type}'"
+            )
+        return original(*args, generator=generator, device=device, **kwargs)
+
+    torch.randperm = strict
+    try:
+        yield
+    finally:
+        torch.randperm = original
+
+
 def _epoch(device_batches: Callable[..., Any], images, labels, batch_size, seed) -> list | None:
     generator = torch.Generator().manual_seed(seed)
     batches = device_batches(images, labels, batch_size, generator)
@@ -112,7 +133,8 @@ def check_device_batches(device_batches: Callable[..., Any]) -> bool:
     if batches is None:
         return not_answered(
             "write device_batches(images, labels, batch_size, generator): draw an order with "
-            "torch.randperm(len(labels), generator=generator, device=labels.device), then yield "
+            "torch.randperm(len(labels), generator=generator, device=generator.device), move it to "
+            "labels.device, then yield "
             "images[index], labels[index] for each slice index of batch_size positions"
         )
     if not all(len(b) == 2 and all(isinstance(t, torch.Tensor) for t in b) for b in batches):
@@ -138,8 +160,15 @@ def check_device_batches(device_batches: Callable[..., Any]) -> bool:
 
     meta = torch.device("meta")  # stands in for a GPU: the batches must stay there
     try:
-        on_meta = _epoch(device_batches, images.to(meta), labels.to(meta), batch_size, seed=0)
+        with _randperm_as_on_a_gpu():
+            on_meta = _epoch(device_batches, images.to(meta), labels.to(meta), batch_size, seed=0)
     except (RuntimeError, NotImplementedError, IndexError) as error:
+        if "device type for generator" in str(error):
+            fail(
+                "on a GPU this fails: a CPU generator cannot draw a permutation on the GPU. Draw it where "
+                "the generator lives and move it: torch.randperm(n, generator=generator, "
+                "device=generator.device).to(labels.device)"
+            )
         fail(
             "with the tensors on the 'meta' device (standing in for a GPU) your code failed: "
             f"{str(error).splitlines()[0]}. Keep the work on the tensors' device: no .tolist(), .item() "
