@@ -1,10 +1,13 @@
 """Repository hygiene: stripped notebooks, pins in step, the notebook skeleton."""
 
+import importlib.util
 import json
 import re
 from pathlib import Path
 
 import pytest
+
+from helpers.course import colab_url
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -53,3 +56,28 @@ def test_notebook_follows_the_skeleton(path):
     assert "describe_devices()" in code, f"{path.name}: the setup cell should print the hardware"
     assert "sys.path" not in code and "%run" not in code and "import *" not in code
     assert "assert " in code, f"{path.name} checks none of its claims"
+
+
+def _time_notebooks_script():
+    spec = importlib.util.spec_from_file_location("time_notebooks", ROOT / "scripts" / "time_notebooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_readme_times_are_the_measured_ones_for_every_notebook():
+    script = _time_notebooks_script()
+    readme = (ROOT / "README.md").read_text()
+    assert script.START in readme and script.END in readme, "README lacks the timing table markers"
+    table = readme.split(script.START, 1)[1].split(script.END, 1)[0].strip()
+    results = script.load_results()
+    assert results, "no results/notebook-times-*.json: run python scripts/time_notebooks.py --update-readme"
+    assert table == script.readme_table(results), "README's times differ from results/: run the script again"
+    for path in NOTEBOOKS:
+        assert any(path.stem in result["seconds"] for result in results), f"{path.name} was never timed"
+
+
+def test_readme_links_every_notebook_to_colab():
+    readme = (ROOT / "README.md").read_text()
+    for path in NOTEBOOKS:
+        assert colab_url(path.name) in readme, f"README lacks the Colab link of {path.name}"
