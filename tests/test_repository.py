@@ -3,6 +3,8 @@
 import importlib.util
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -75,6 +77,23 @@ def test_readme_times_are_the_measured_ones_for_every_notebook():
     assert table == script.readme_table(results), "README's times differ from results/: run the script again"
     for path in NOTEBOOKS:
         assert any(path.stem in result["seconds"] for result in results), f"{path.name} was never timed"
+
+
+@pytest.mark.skipif(
+    shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs a git checkout"
+)
+def test_results_the_readme_and_notebooks_read_are_not_git_ignored():
+    # A results file that exists here but is ignored by git is missing from every fresh clone (and
+    # from CI), so the README table and notebook 06 would read something else there.
+    kept = sorted(ROOT.glob("results/notebook-times-*.json")) + sorted(
+        path for path in ROOT.glob("results/bench-*") if "-quick" not in path.stem
+    )
+    assert kept, "results/ holds no timing or benchmark files"
+    relative = [str(path.relative_to(ROOT)) for path in kept]
+    ignored = subprocess.run(
+        ["git", "check-ignore", "--no-index", *relative], cwd=ROOT, capture_output=True, text=True
+    ).stdout.split()
+    assert not ignored, f"these results are git-ignored, so a fresh clone lacks them: {ignored}"
 
 
 def test_readme_links_every_notebook_to_colab():
