@@ -139,10 +139,22 @@ def _load_data(train: bool, size: int | None, ctx: Context):
     return dataset
 
 
+def _say(line: str) -> None:
+    """Print ``line`` in one write, so that the lines of ranks sharing one pipe never run together.
+
+    ``print`` writes the text and its newline separately when Python runs unbuffered
+    (``PYTHONUNBUFFERED=1``, as on many CI machines and containers), so two ranks printing at
+    once could give ``rank 0: ...rank 1: ...`` on one line. One write of a short line to a pipe
+    is atomic.
+    """
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def _train(args: argparse.Namespace, ctx: Context) -> None:
     def log(message: str) -> None:
         if ctx.rank == 0:  # one voice: the other ranks compute the same things
-            print(message, flush=True)
+            _say(message)
 
     log(
         f"world size {ctx.world_size} ({ctx.local_world_size} on this machine), backend {ctx.backend}, "
@@ -206,9 +218,7 @@ def _train(args: argparse.Namespace, ctx: Context) -> None:
         dist.barrier()  # the others wait while rank 0 evaluates and saves
 
     difference = max_weight_difference(ddp_model)
-    print(
-        f"rank {ctx.rank}/{ctx.world_size}: largest weight difference from rank 0 = {difference}", flush=True
-    )
+    _say(f"rank {ctx.rank}/{ctx.world_size}: largest weight difference from rank 0 = {difference}")
     if args.dump_weights is not None:
         args.dump_weights.mkdir(parents=True, exist_ok=True)
         torch.save(model.state_dict(), args.dump_weights / f"rank{ctx.rank}.pt")

@@ -1,9 +1,6 @@
-"""helpers.checks.nb00: the reference solutions pass, stubs are "not answered", wrong answers are refused."""
+"""helpers.checks.nb00: wrong answers are refused with their messages."""
 
-import importlib.util
-import json
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,37 +8,6 @@ import torch
 
 from helpers.checks import CheckFailed
 from helpers.checks.nb00 import TorchCalls, check_as_floats, check_move_all, check_noise, stand_in_device
-
-ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOK = ROOT / "notebooks" / "00_devices_and_tensors.ipynb"
-
-
-def _load_solutions(name):
-    """solutions/<name>.py, loaded from its file, so that plain `pytest` needs no sys.path entry."""
-    spec = importlib.util.spec_from_file_location(f"solutions.{name}", ROOT / "solutions" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-solution = _load_solutions("nb00")
-CHECKS = [
-    (check_noise, solution.noise),
-    (check_move_all, solution.move_all),
-    (check_as_floats, solution.as_floats),
-]
-
-
-@pytest.mark.parametrize(("check", "answer"), CHECKS, ids=lambda x: getattr(x, "__name__", ""))
-def test_the_reference_solution_passes(check, answer, capsys):
-    assert check(answer) is True
-    assert capsys.readouterr().out.startswith("correct: ")
-
-
-@pytest.mark.parametrize(("check", "answer"), CHECKS, ids=lambda x: getattr(x, "__name__", ""))
-def test_a_stub_is_not_answered_yet(check, answer, capsys):
-    assert check(lambda *args: None) is False
-    assert capsys.readouterr().out.startswith("not answered yet: ")
 
 
 def _forgot_to_reassign(tensors, device):
@@ -106,11 +72,3 @@ def test_torch_calls_records_calls_and_moves_without_changing_them():
     assert calls.moves == [("to", torch.device("cpu"), torch.device("meta"))]
     assert len(calls.moved) == 1 and calls.moved[0].device.type == "cpu"
     assert made.device.type == moved.device.type == "meta" and kept is moved
-
-
-def test_the_notebook_calls_every_check():
-    notebook = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
-    code = "\n".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code")
-    for check, answer in CHECKS:
-        assert f"{check.__name__}({answer.__name__})" in code, f"the notebook does not run {check.__name__}"
-        assert f"def {answer.__name__}(" in code, f"the notebook has no stub for {answer.__name__}"

@@ -1,9 +1,6 @@
-"""helpers.checks.nb02: the reference solutions pass, stubs are "not answered", wrong answers are refused."""
+"""helpers.checks.nb02: wrong answers are refused with their messages."""
 
-import importlib.util
-import json
 import re
-from pathlib import Path
 
 import pytest
 import torch
@@ -11,37 +8,7 @@ from torch import nn
 
 from helpers.checks import CheckFailed
 from helpers.checks.nb02 import check_accuracy, check_move_batch, check_weighted_loss
-
-ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOK = ROOT / "notebooks" / "02_to_device_method.ipynb"
-
-
-def _load_solutions(name):
-    """solutions/<name>.py, loaded from its file, so that plain `pytest` needs no sys.path entry."""
-    spec = importlib.util.spec_from_file_location(f"solutions.{name}", ROOT / "solutions" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-solution = _load_solutions("nb02")
-CHECKS = [
-    (check_move_batch, solution.move_batch),
-    (check_accuracy, solution.accuracy),
-    (check_weighted_loss, solution.weighted_loss),
-]
-
-
-@pytest.mark.parametrize(("check", "answer"), CHECKS, ids=lambda x: getattr(x, "__name__", ""))
-def test_the_reference_solution_passes(check, answer, capsys):
-    assert check(answer) is True
-    assert capsys.readouterr().out.startswith("correct: ")
-
-
-@pytest.mark.parametrize(("check", "answer"), CHECKS, ids=lambda x: getattr(x, "__name__", ""))
-def test_a_stub_is_not_answered_yet(check, answer, capsys):
-    assert check(lambda *args: None) is False
-    assert capsys.readouterr().out.startswith("not answered yet: ")
+from solutions import nb02 as solution
 
 
 def test_accuracy_may_read_numbers_per_batch():
@@ -160,11 +127,3 @@ def test_a_wrong_answer_is_refused_with_its_message(check, answer, message):
 def test_a_hard_coded_cuda_is_refused_on_a_machine_without_one():
     with pytest.raises(CheckFailed, match="hard-coded 'cuda'"):
         check_move_batch(lambda batch, device: (batch[0].to("cuda"), batch[1].to("cuda")))
-
-
-def test_the_notebook_calls_every_check():
-    notebook = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
-    code = "\n".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code")
-    for check, answer in CHECKS:
-        assert f"{check.__name__}({answer.__name__})" in code, f"the notebook does not run {check.__name__}"
-        assert f"def {answer.__name__}(" in code, f"the notebook has no stub for {answer.__name__}"

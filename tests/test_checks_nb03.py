@@ -1,7 +1,5 @@
-"""helpers.checks.nb03: the reference solutions pass, stubs are "not answered", wrong answers are refused."""
+"""helpers.checks.nb03: wrong answers are refused with their messages."""
 
-import importlib.util
-import json
 import re
 from pathlib import Path
 
@@ -14,35 +12,6 @@ from helpers.checks.nb03 import check_as_numpy, check_load_on_cpu, check_most_co
 from helpers.models import SimpleModel
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOK = ROOT / "notebooks" / "03_results_errors_and_checkpoints.ipynb"
-
-
-def _load_solutions(name):
-    """solutions/<name>.py, loaded from its file, so that plain `pytest` needs no sys.path entry."""
-    spec = importlib.util.spec_from_file_location(f"solutions.{name}", ROOT / "solutions" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-solution = _load_solutions("nb03")
-CHECKS = [
-    (check_as_numpy, solution.as_numpy),
-    (check_load_on_cpu, solution.load_on_cpu),
-    (check_most_confused, solution.most_confused),
-]
-
-
-@pytest.mark.parametrize(("check", "answer"), CHECKS, ids=lambda x: getattr(x, "__name__", ""))
-def test_the_reference_solution_passes(check, answer, capsys):
-    assert check(answer) is True
-    assert capsys.readouterr().out.startswith("correct: ")
-
-
-@pytest.mark.parametrize(("check", "answer"), CHECKS, ids=lambda x: getattr(x, "__name__", ""))
-def test_a_stub_is_not_answered_yet(check, answer, capsys):
-    assert check(lambda *args: None) is False
-    assert capsys.readouterr().out.startswith("not answered yet: ")
 
 
 @pytest.mark.parametrize(
@@ -149,11 +118,3 @@ WRONG = [
 def test_a_wrong_answer_is_refused_with_its_message(check, answer, message):
     with pytest.raises(CheckFailed, match=re.escape(message)):
         check(answer)
-
-
-def test_the_notebook_calls_every_check():
-    notebook = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
-    code = "\n".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code")
-    for check, answer in CHECKS:
-        assert f"{check.__name__}({answer.__name__})" in code, f"the notebook does not run {check.__name__}"
-        assert f"def {answer.__name__}(" in code, f"the notebook has no stub for {answer.__name__}"

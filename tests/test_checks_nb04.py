@@ -8,23 +8,6 @@ from helpers.checks import CheckFailed, nb04
 from solutions import nb04 as solution
 
 
-def test_reference_solutions_pass(capsys):
-    assert nb04.check_numpy_batch_to_device(solution.numpy_batch_to_device) is True
-    assert nb04.check_plain_state_dict(solution.plain_state_dict) is True
-    assert nb04.check_visible_gpus_env(solution.visible_gpus_env) is True
-    assert capsys.readouterr().out.count("correct: ") == 3
-
-
-def test_unanswered_stubs_say_what_to_do(capsys):
-    def stub(*args):
-        pass
-
-    assert nb04.check_numpy_batch_to_device(stub) is False
-    assert nb04.check_plain_state_dict(stub) is False
-    assert nb04.check_visible_gpus_env(stub) is False
-    assert capsys.readouterr().out.count("not answered yet: ") == 3
-
-
 @pytest.mark.parametrize(
     ("answer", "message"),
     [

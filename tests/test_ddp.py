@@ -1,5 +1,7 @@
 """helpers.ddp under torchrun, with real processes: Gloo on the CPU here, NCCL where GPUs exist."""
 
+import contextlib
+import io
 import os
 import socket
 import subprocess
@@ -16,7 +18,7 @@ from torchvision import transforms
 
 from helpers.checkpoint import load_checkpoint
 from helpers.data import load_cifar10
-from helpers.ddp import MODELS, choose_backend, launch
+from helpers.ddp import MODELS, _say, choose_backend, launch
 
 
 def torchrun(*args, nproc=2, launch_args=("--standalone",), **extra_env):
@@ -205,3 +207,61 @@ def test_two_gpus_run_one_process_each_on_nccl(tmp_path):
     )
     assert "world size 2 (2 on this machine), backend nccl" in out
     assert "rank 1/2: largest weight difference from rank 0 = 0.0" in out
+
+
+class _Writes(io.RawIOBase):
+    """A raw stream that records each write it receives, as the write system calls of a pipe."""
+
+    def __init__(self):
+        self.calls = []
+
+    def writable(self):
+        return True
+
+    def write(self, data):
+        self.calls.append(bytes(data))
+        return len(data)
+
+
+def test_a_rank_writes_each_line_at_once_even_when_python_is_unbuffered():
+    """torchrun's ranks share one pipe. Unbuffered (PYTHONUNBUFFERED=1, as in CI) `print` writes a
+    line's text and its newline separately, so two ranks' lines can run together: CI once lost a
+    rank's "largest weight difference" line that way. sys.stdout under -u is this wrapper."""
+    raw = _Writes()
+    unbuffered_stdout = io.TextIOWrapper(raw, encoding="utf-8", write_through=True)
+    with contextlib.redirect_stdout(unbuffered_stdout):
+        print("rank 1/2: done", flush=True)
+        assert raw.calls == [b"rank 1/2: done", b"\n"], "the harness no longer shows print's two writes"
+        raw.calls.clear()
+        _say("rank 1/2: done")
+    assert raw.calls == [b"rank 1/2: done\n"]
+
+
+def test_lines_of_two_unbuffered_ranks_sharing_a_pipe_stay_whole():
+    line = "rank {}: largest weight difference from rank 0 = 0.0"
+    code = (  # both import first (seconds), then write at the same moment
+        "import sys\nfrom helpers.ddp import _say\n"
+        "sys.stderr.write('ready\\n'); sys.stderr.flush(); sys.stdin.read(1)\n"
+        f"for _ in range(2000):\n    _say({line!r}.format(sys.argv[1]))"
+    )
+    read, write = os.pipe()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(rank)],
+            stdin=subprocess.PIPE,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        for rank in (0, 1)
+    ]
+    os.close(write)
+    assert [process.stderr.readline() for process in ranks] == [b"ready\n"] * 2
+    for process in ranks:
+        process.stdin.write(b"go")
+        process.stdin.close()
+    with os.fdopen(read) as pipe:
+        lines = pipe.read().splitlines()
+    assert [process.wait(timeout=60) for process in ranks] == [0, 0]
+    assert sorted(set(lines)) == [line.format(0), line.format(1)] and len(lines) == 4000

@@ -2,8 +2,9 @@
 
 Introduced in ``00_devices_and_tensors``. Each notebook's exercise checks live in their own module
 (``helpers.checks.nb00`` for notebook 00, and so on); the reference solutions are in
-``solutions/`` at the repository root, away from the notebooks, and ``tests/test_checks_nbNN.py``
-runs every check against them and against wrong answers.
+``solutions/`` at the repository root, away from the notebooks. ``tests/test_checks_every_notebook.py``
+runs every check against its reference solution and a stub, and checks that the notebook calls
+it; ``tests/test_checks_nbNN.py`` runs it against wrong answers.
 
 A check prints ``correct: ...`` and returns ``True`` when the answer is right, and raises
 ``CheckFailed`` with a message that says exactly what is wrong and what to do when it is not. An
