@@ -8,7 +8,7 @@ LAB_ARGS ?=
 # JupyterLab refuses to run as root (containers, some cloud machines) unless told it may.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: setup lab test bench
+.PHONY: setup lab test bench gpu-check
 
 # (Re)install when the pins or the package metadata change.
 $(STAMP): requirements.txt pyproject.toml
@@ -33,3 +33,11 @@ test: setup
 # for a short run (see `.venv/bin/python scripts/bench.py --help`).
 bench: setup
 	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
+
+# On a machine with a CUDA GPU: the unit tests, every notebook in default mode (executed copies kept),
+# and the bench, recorded in results/gpu/<device>/ (see scripts/gpu_check.py). One part at a time:
+# `make gpu-check GPU_CHECK_ARGS="--part tests"`, `"--part notebooks 00 01 02 03"`, `"--part bench"`.
+# It uses .venv when there is one, else python3 (a GPU machine with its own torch and no registry).
+GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
+gpu-check:
+	$(GPU_PYTHON) scripts/gpu_check.py $(GPU_CHECK_ARGS)

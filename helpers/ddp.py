@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import math
 import os
 import shlex
 import subprocess
@@ -39,12 +40,30 @@ from helpers.checkpoint import save_checkpoint
 from helpers.data import SyntheticCIFAR10, load_cifar10
 from helpers.models import CifarNet, Tudui
 
-__all__ = ["MODELS", "Context", "choose_backend", "launch", "main", "max_weight_difference", "setup"]
+__all__ = [
+    "BASE_BATCH",
+    "BASE_LR",
+    "MODELS",
+    "Context",
+    "TrainingFailed",
+    "choose_backend",
+    "launch",
+    "main",
+    "max_weight_difference",
+    "scaled_lr",
+    "setup",
+]
 
 MODELS: dict[str, type[nn.Module]] = {"cifarnet": CifarNet, "tudui": Tudui}
 # How long a rank waits for the others at a collective (the default is 10 minutes): long enough for
 # rank 0 to download CIFAR-10 or to evaluate and save while the others wait at a barrier.
 COLLECTIVE_TIMEOUT = timedelta(minutes=30)
+# The learning rate is chosen for the global batch (per-process batch x world size): BASE_LR for every
+# BASE_BATCH images, the linear scaling rule (Goyal et al., 2017). lr 0.01 with momentum 0.9 at batch
+# 64 is the recipe of 03; a fixed lr of 0.05 at batch 32 on one GPU diverged (H100 run, 2026-11-22).
+BASE_LR = 0.01
+BASE_BATCH = 64
+CHANCE = 0.1  # ten classes
 TORCHRUN_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
@@ -88,6 +107,22 @@ def setup() -> Context:
     return Context(rank, local_rank, world_size, local_world_size, device, backend)
 
 
+class TrainingFailed(RuntimeError):
+    """Training diverged or learned nothing: stopped, and the epoch's checkpoint not saved."""
+
+
+def scaled_lr(global_batch: int, base_lr: float = BASE_LR, base_batch: int = BASE_BATCH) -> float:
+    """The learning rate for a global batch: ``base_lr`` per ``base_batch`` images, scaled linearly.
+
+    Two processes with batch 32 each take the step of one batch of 64 (their gradients are
+    averaged), so they get the learning rate of batch 64. Linear scaling holds up to a few thousand
+    images per batch for convnets like these, with a warm-up (see ``_train``); far beyond, it breaks.
+    """
+    if global_batch < 1:
+        raise ValueError(f"global_batch must be at least 1, got {global_batch}")
+    return base_lr * global_batch / base_batch
+
+
 def max_weight_difference(model: nn.Module) -> float:
     """The largest difference between this rank's parameters and rank 0's; every rank must call it."""
     flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
@@ -106,7 +141,20 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--batch-size", type=int, default=64, help="per process: the global batch is N times this"
     )
-    parser.add_argument("--lr", type=float, default=0.01)
+    parser.add_argument(
+        "--lr",
+        type=float,
+        default=None,
+        help=f"learning rate (default: {BASE_LR} per {BASE_BATCH} images of the global batch, with a warm-up "
+        f"over the first epoch when that is more than {BASE_LR})",
+    )
+    parser.add_argument(
+        "--min-accuracy",
+        type=float,
+        default=1.5 * CHANCE,
+        help="stop with an error when the test accuracy after the second epoch or later is below this "
+        "(default 1.5 x chance; 0 turns the check off, e.g. for runs of a few steps)",
+    )
     parser.add_argument(
         "--train-size", type=int, default=None, help="first images of the training set (default all)"
     )
@@ -156,10 +204,17 @@ def _train(args: argparse.Namespace, ctx: Context) -> None:
         if ctx.rank == 0:  # one voice: the other ranks compute the same things
             _say(message)
 
+    global_batch = args.batch_size * ctx.world_size
+    lr = args.lr if args.lr is not None else scaled_lr(global_batch)
+    how = (
+        "as given"
+        if args.lr is not None
+        else f"{BASE_LR} per {BASE_BATCH} images, scaled to the global batch"
+    )
     log(
         f"world size {ctx.world_size} ({ctx.local_world_size} on this machine), backend {ctx.backend}, "
         f"rank 0 on {ctx.device}; batch {args.batch_size} per process, "
-        f"{args.batch_size * ctx.world_size} per step in all"
+        f"{global_batch} per step in all; lr {lr:g} ({how})"
     )
     trainset = _load_data(True, args.train_size, ctx)
     testset = _load_data(False, args.test_size, ctx)
@@ -175,7 +230,14 @@ def _train(args: argparse.Namespace, ctx: Context) -> None:
         model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None
     )
     criterion = nn.CrossEntropyLoss()
-    optimizer = torch.optim.SGD(ddp_model.parameters(), lr=args.lr, momentum=0.9)
+    optimizer = torch.optim.SGD(ddp_model.parameters(), lr=lr, momentum=0.9)
+    # A learning rate scaled up for a large batch starts with a warm-up: from BASE_LR's share to the
+    # full rate over the first epoch's steps, so that the first, largest gradients do not blow it up.
+    warmup = len(loader) if args.lr is None and lr > BASE_LR else 0
+    warmup_from = BASE_LR / lr if warmup else 1.0
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, warmup_from + (1.0 - warmup_from) * step / warmup) if warmup else 1.0
+    )
 
     history = []
     for epoch in range(args.epochs):
@@ -193,6 +255,7 @@ def _train(args: argparse.Namespace, ctx: Context) -> None:
             optimizer.zero_grad()
             loss.backward()  # DDP averages the gradients over all ranks here
             optimizer.step()
+            scheduler.step()
             totals[0] += loss.detach() * len(targets)
             totals[1] += (outputs.argmax(1) == targets).sum()
             totals[2] += len(targets)
@@ -200,6 +263,12 @@ def _train(args: argparse.Namespace, ctx: Context) -> None:
         loss_sum, correct, seen = totals.tolist()  # waits for the GPU: only now is the epoch done
         seconds = time.perf_counter() - start
         record = {"epoch": epoch, "train_loss": loss_sum / seen, "train_accuracy": correct / seen}
+        if not math.isfinite(record["train_loss"]):  # every rank has the same all-reduced sum
+            raise TrainingFailed(
+                f"epoch {epoch + 1}: the training loss became {record['train_loss']} (not a number): "
+                f"training diverged at lr {lr:g}. Lower the learning rate (--lr); nothing was saved."
+            )
+        verdict = [None]
         if ctx.rank == 0:
             model.eval()
             right = 0
@@ -208,13 +277,26 @@ def _train(args: argparse.Namespace, ctx: Context) -> None:
                     right += (model(images.to(ctx.device)).argmax(1).cpu() == targets).sum().item()
             record["test_accuracy"] = right / len(testset)
             history.append(record)
-            extra = {"history": history, "world_size": ctx.world_size, "backend": ctx.backend}
-            save_checkpoint(args.out, ddp_model, optimizer, epoch, model_name=args.model, **extra)
-            log(
-                f"epoch {epoch + 1}: {int(seen):,} images in {seconds:.1f} s ({seen / seconds:,.0f}/s), "
-                f"train loss {record['train_loss']:.3f}, test accuracy {record['test_accuracy']:.1%}; "
-                f"saved {args.out}"
-            )
+            if epoch >= 1 and record["test_accuracy"] < args.min_accuracy:
+                verdict = [
+                    f"epoch {epoch + 1}: test accuracy {record['test_accuracy']:.1%}, below --min-accuracy "
+                    f"{args.min_accuracy:.0%} (chance is {CHANCE:.0%}), train loss "
+                    f"{record['train_loss']:.3f} (ln 10 = 2.303 is a model that gives every class the same "
+                    "score): it learned nothing "
+                    f"or diverged at lr {lr:g}. Lower the learning rate (--lr) or train longer; this "
+                    "epoch's checkpoint was not saved."
+                ]
+            else:
+                extra = {"history": history, "world_size": ctx.world_size, "backend": ctx.backend, "lr": lr}
+                save_checkpoint(args.out, ddp_model, optimizer, epoch, model_name=args.model, **extra)
+                log(
+                    f"epoch {epoch + 1}: {int(seen):,} images in {seconds:.1f} s ({seen / seconds:,.0f}/s), "
+                    f"train loss {record['train_loss']:.3f}, test accuracy {record['test_accuracy']:.1%}; "
+                    f"saved {args.out}"
+                )
+        dist.broadcast_object_list(verdict, src=0)  # every rank stops, or none
+        if verdict[0] is not None:
+            raise TrainingFailed(verdict[0])
         dist.barrier()  # the others wait while rank 0 evaluates and saves
 
     difference = max_weight_difference(ddp_model)
@@ -320,6 +402,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(str(error))
     try:
         _train(args, ctx)
+    except TrainingFailed as error:
+        if ctx.rank == 0:
+            _say(f"stopped: {error}")
+        sys.exit(1)
     finally:
         dist.destroy_process_group()
 

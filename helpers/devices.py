@@ -5,17 +5,26 @@ Introduced in ``00_devices_and_tensors``. Nothing here probes the hardware at im
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["describe_devices", "gpu_count_in_fresh_process", "pick_device", "to_device", "to_numpy"]
+__all__ = [
+    "FreshProcessGPUs",
+    "describe_devices",
+    "gpus_in_fresh_process",
+    "pick_device",
+    "to_device",
+    "to_numpy",
+]
 
 T = TypeVar("T")
 
@@ -221,36 +230,56 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray:
     return tensor.detach().cpu().numpy()
 
 
-_COUNT_GPUS = """
-import os, sys
+_PROBE_GPUS = """
+import json, os, sys
 import torch
 if sys.argv[1] == "1":
-    torch.cuda.is_available()  # the first CUDA call: the driver starts and reads CUDA_VISIBLE_DEVICES now
+    torch.cuda.is_available()  # the first CUDA call (unless PYTORCH_NVML_BASED_CUDA_CHECK=1)
 for assignment in sys.argv[2:]:
     name, _, value = assignment.partition("=")
     os.environ[name] = value
-if torch.cuda.is_available():
-    torch.cuda.init()  # count what CUDA itself has, not a guess from the variable
-print(torch.cuda.device_count())
+report = {"device_count": torch.cuda.device_count(), "allocated_on": [], "error": None}
+try:  # what CUDA really has: where tensors can be made
+    report["default_device"] = str(torch.zeros(1, device="cuda").device)
+    while len(report["allocated_on"]) < 64:
+        index = len(report["allocated_on"])
+        report["allocated_on"].append(str(torch.zeros(1, device=f"cuda:{index}").device))
+except Exception as error:  # no driver, no visible GPU, or one past the last GPU
+    report["error"] = f"{type(error).__name__}: {str(error).strip().splitlines()[0]}"
+report["device_count_after"] = torch.cuda.device_count()
+print(json.dumps(report))
 """
 
 
-def gpu_count_in_fresh_process(
+@dataclass(frozen=True)
+class FreshProcessGPUs:
+    """What a new Python process could use: see ``gpus_in_fresh_process``."""
+
+    usable: int  # GPUs a tensor could be made on: cuda:0, cuda:1, ... until the first failure
+    default_device: str | None  # where torch.zeros(1, device="cuda") landed; None if it failed
+    device_count_before: int  # torch.cuda.device_count() before the first allocation
+    device_count_after: int  # ... and after it
+    error: str | None  # the first line of the error that stopped the allocations, if any
+
+
+def gpus_in_fresh_process(
     *,
     env: Mapping[str, str] | None = None,
     set_in_code: Mapping[str, str] | None = None,
-    after_cuda_init: bool = False,
-) -> int:
-    """How many CUDA GPUs a new Python process sees: ``torch.cuda.device_count()`` there.
+    after_is_available: bool = False,
+) -> FreshProcessGPUs:
+    """How many CUDA GPUs a new Python process can really use, found by making tensors on them.
 
-    ``env`` is added to the environment the process starts with (as ``VAR=... python`` in a
-    shell does); ``set_in_code`` is assigned to ``os.environ`` inside the process after
-    ``import torch``, either before any CUDA call or, with ``after_cuda_init=True``, after the
-    first one, ``torch.cuda.is_available()``, which starts the CUDA driver. The count is then taken
-    after ``torch.cuda.init()``, so it is what CUDA has, not what the variable says. The variables
-    the caller's own process has, ``CUDA_VISIBLE_DEVICES`` included, are inherited unless ``env``
-    overrides them.
-    Introduced in ``04_data_parallel``.
+    ``env`` is added to the environment the process starts with (as ``VAR=... python`` in a shell
+    does); ``set_in_code`` is assigned to ``os.environ`` inside the process after ``import torch``:
+    before any CUDA call, or, with ``after_is_available=True``, after ``torch.cuda.is_available()``,
+    which starts the CUDA driver (unless ``PYTORCH_NVML_BASED_CUDA_CHECK=1`` is set: then it asks
+    NVML and starts nothing). Then the process makes a one-number tensor on ``"cuda"`` and on
+    ``cuda:0``, ``cuda:1``, ... until one fails: ``usable`` is how many worked. It also reports
+    ``torch.cuda.device_count()`` before and after: until PyTorch's own CUDA state is set up (by the
+    first allocation), ``device_count()`` counts from the variable as it is *now*, so after a late
+    change it can disagree with what CUDA has. The caller's variables, ``CUDA_VISIBLE_DEVICES``
+    included, are inherited unless ``env`` overrides them. Introduced in ``04_data_parallel``.
     """
     for name, value in [*(env or {}).items(), *(set_in_code or {}).items()]:
         if not isinstance(name, str) or not isinstance(value, str) or not name or "=" in name:
@@ -261,7 +290,7 @@ def gpu_count_in_fresh_process(
     child_env = {**os.environ, **(env or {})}
     assignments = [f"{name}={value}" for name, value in (set_in_code or {}).items()]
     result = subprocess.run(
-        [sys.executable, "-c", _COUNT_GPUS, "1" if after_cuda_init else "0", *assignments],
+        [sys.executable, "-c", _PROBE_GPUS, "1" if after_is_available else "0", *assignments],
         env=child_env,
         capture_output=True,
         text=True,
@@ -269,4 +298,11 @@ def gpu_count_in_fresh_process(
     )
     if result.returncode != 0:
         raise RuntimeError(f"The child process failed (exit {result.returncode}):\n{result.stderr[-2000:]}")
-    return int(result.stdout.strip().splitlines()[-1])
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    return FreshProcessGPUs(
+        usable=len(report["allocated_on"]),
+        default_device=report.get("default_device"),
+        device_count_before=report["device_count"],
+        device_count_after=report["device_count_after"],
+        error=report["error"],
+    )

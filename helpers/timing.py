@@ -217,7 +217,6 @@ def describe_result(result: dict) -> str:
     """A few lines saying what a benchmark result measured, on which hardware and when."""
     device, versions, settings, summary = (result[k] for k in ("device", "versions", "settings", "summary"))
     speed, accuracy = summary["images_per_second"], summary["test_accuracy"]
-    difference = summary["accuracy_difference_points"]
     ratio, same = summary["ratio"], summary["ratio_same_batches"]
     runs = settings["repeats"]
     return "\n".join(
@@ -235,13 +234,29 @@ def describe_result(result: dict) -> str:
             f"fast path with the seed's batches (64): "
             f"{speed['fast_same_batches']['first_run']:,.0f} images/s, {same['first_run']:.1f}x in the first "
             f"run (median {same['median']:.1f}x, from {same['min']:.1f}x to {same['max']:.1f}x)",
-            f"test accuracy after {settings['epochs']} epochs (mean of the runs): seed pipeline "
-            f"{accuracy['seed_pipeline']['mean']:.1%}, fast path with the seed's batches "
-            f"{accuracy['fast_same_batches']['mean']:.1%} ({difference['fast_same_batches']:+.1f} points), "
-            f"fast path {accuracy['fast_path']['mean']:.1%} ({difference['fast_path']:+.1f} points)",
+            f"test accuracy after {settings['epochs']} epochs, every run: seed pipeline "
+            f"{_runs(accuracy['seed_pipeline']['runs'])}, fast path with the seed's batches "
+            f"{_runs(accuracy['fast_same_batches']['runs'])}, "
+            f"fast path {_runs(accuracy['fast_path']['runs'])}",
+            *_diverged(accuracy),
             *_targets(result),
         ]
     )
+
+
+def _runs(values: list[float]) -> str:
+    return ", ".join(f"{value:.1%}" for value in values)
+
+
+def _diverged(accuracy: dict) -> list[str]:
+    """A line for every run that ended near chance (10 classes): a mean over the runs would hide it."""
+    lines = []
+    for path, record in accuracy.items():
+        for number, value in enumerate(record["runs"], start=1):
+            if value < 0.15:
+                name = path.replace("_", " ")
+                lines.append(f"FAILED: {name} run {number} ended at {value:.1%}, chance level: it diverged")
+    return lines
 
 
 def _targets(result: dict) -> list[str]:

@@ -153,10 +153,15 @@ def test_optimizer_requested_but_not_saved(tmp_path):
 
 def test_data_parallel_checkpoints_load_into_plain_models_and_back(tmp_path):
     wrapped = nn.DataParallel(SimpleModel())  # on a CPU-only machine it simply calls the module
+    # With exactly one visible GPU, DataParallel moves the module to cuda:0 as it is built (the H100
+    # run of 2026-11-22 failed here by comparing across devices): compare on the CPU.
+    expected = torch.device("cuda", 0) if torch.cuda.device_count() == 1 else torch.device("cpu")
+    assert wrapped.module.fc.weight.device == expected
     save_checkpoint(tmp_path / "dp.pt", wrapped, None, epoch=1)
     plain = SimpleModel()
     load_checkpoint(tmp_path / "dp.pt", plain)
-    assert torch.equal(plain.fc.weight, wrapped.module.fc.weight)
+    assert plain.fc.weight.device.type == "cpu"
+    assert torch.equal(plain.fc.weight, wrapped.module.fc.weight.cpu())
 
     # a state_dict saved the old way, with the "module." prefix, inside a checkpoint
     checkpoint = torch.load(tmp_path / "dp.pt", weights_only=True)
@@ -169,7 +174,7 @@ def test_data_parallel_checkpoints_load_into_plain_models_and_back(tmp_path):
     rewrapped = nn.DataParallel(SimpleModel())
     save_checkpoint(tmp_path / "plain.pt", plain, None, epoch=1)
     load_checkpoint(tmp_path / "plain.pt", rewrapped)
-    assert torch.equal(rewrapped.module.fc.weight, plain.fc.weight)
+    assert torch.equal(rewrapped.module.fc.weight.cpu(), plain.fc.weight)
 
 
 @requires_cuda

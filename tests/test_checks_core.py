@@ -12,6 +12,14 @@ def test_expect_catches_the_error_and_prints_its_first_line(capsys):
     assert capsys.readouterr().out == "ValueError: a bad value\n"
 
 
+def test_expect_labels_the_error_it_prints(capsys):
+    with expect(RuntimeError, "device", label="2. two tensors on two devices"):
+        raise RuntimeError("Expected all tensors to be on the same device\nmore")
+    assert capsys.readouterr().out == (
+        "2. two tensors on two devices: RuntimeError: Expected all tensors to be on the same device\n"
+    )
+
+
 def test_expect_fails_when_nothing_is_raised():
     with pytest.raises(AssertionError, match="ran without an error"), expect(ValueError):
         pass

@@ -106,7 +106,7 @@ WRONG = [
         _evaluation(move=lambda x, device: x if x.dtype == torch.long else x.to(device)),
         "the targets",
     ),
-    (check_accuracy, _moves_the_model, "tried to copy the model's tensors to the CPU"),
+    (check_accuracy, _moves_the_model, "accuracy moved the model to the CPU"),
     (check_accuracy, _evaluation(result="over batches"), "the accuracy is 1.66"),
     (check_accuracy, lambda model, loader: 0.5, "accuracy never ran the model"),
     (check_weighted_loss, lambda device: nn.CrossEntropyLoss(), "the loss has no class weights"),

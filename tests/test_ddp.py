@@ -18,7 +18,7 @@ from torchvision import transforms
 
 from helpers.checkpoint import load_checkpoint
 from helpers.data import load_cifar10
-from helpers.ddp import MODELS, _say, choose_backend, launch
+from helpers.ddp import BASE_BATCH, BASE_LR, MODELS, _say, choose_backend, launch, scaled_lr
 
 
 def torchrun(*args, nproc=2, launch_args=("--standalone",), **extra_env):
@@ -30,7 +30,7 @@ def torchrun(*args, nproc=2, launch_args=("--standalone",), **extra_env):
 def test_two_gloo_processes_train_and_end_with_identical_weights(tmp_path):
     out = torchrun(
         "--epochs", 2, "--train-size", 512, "--test-size", 256, "--batch-size", 32, "--max-steps", 4,
-        "--out", tmp_path / "ddp.pt", "--dump-weights", tmp_path / "weights",
+        "--min-accuracy", 0, "--out", tmp_path / "ddp.pt", "--dump-weights", tmp_path / "weights",
     )  # fmt: skip
     assert "world size 2 (2 on this machine), backend gloo" in out
     # only rank 0 logs the epochs; every rank reports its weight check
@@ -53,7 +53,7 @@ def test_two_gloo_processes_train_and_end_with_identical_weights(tmp_path):
     assert len(extra["history"]) == 2 and not list(tmp_path.glob(".*.tmp"))
 
 
-def _first_batch_step(batch, seed=0, lr=0.01, size=256):
+def _first_batch_step(batch, seed=0, lr=None, size=256):
     """One SGD step of the script's model, in this process, on the first `batch` images of the
     order DistributedSampler draws for world size 1."""
     normalize = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.5,) * 3, (0.5,) * 3)])
@@ -65,6 +65,7 @@ def _first_batch_step(batch, seed=0, lr=0.01, size=256):
     targets = torch.tensor([data[i][1] for i in order])
     torch.manual_seed(seed)
     model = MODELS["cifarnet"]()
+    lr = scaled_lr(batch) if lr is None else lr  # what the script chooses for this global batch
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     loss = nn.CrossEntropyLoss()(model(images), targets)
     optimizer.zero_grad()
@@ -110,8 +111,53 @@ def test_two_processes_of_batch_b_take_the_same_step_as_one_process_of_batch_2b(
         torch.testing.assert_close(two[key], one[key], rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(by_hand[key], one[key], rtol=1e-5, atol=1e-6)
     # and a different batch would not pass: the check can fail
-    other = _first_batch_step(batch=16)
+    other = _first_batch_step(batch=16, lr=scaled_lr(32))
     assert not torch.allclose(other["fc3.weight"], one["fc3.weight"], rtol=1e-5, atol=1e-6)
+
+
+def test_the_learning_rate_follows_the_global_batch():
+    assert scaled_lr(BASE_BATCH) == BASE_LR
+    assert scaled_lr(32) == BASE_LR / 2 and scaled_lr(256) == 4 * BASE_LR
+    with pytest.raises(ValueError, match="at least 1"):
+        scaled_lr(0)
+
+
+def test_a_scaled_up_learning_rate_starts_with_a_warm_up(tmp_path):
+    """Two processes of 64: global batch 128, lr 0.02, reached over the first epoch's steps."""
+    out = torchrun(
+        "--epochs", 1, "--max-steps", 1, "--train-size", 512, "--test-size", 16, "--batch-size", 64,
+        "--out", tmp_path / "ddp.pt",
+    )  # fmt: skip
+    assert "128 per step in all; lr 0.02 (0.01 per 64 images, scaled to the global batch)" in out
+    checkpoint = torch.load(tmp_path / "ddp.pt", weights_only=True)
+    steps = 512 // 128  # the warm-up spans one epoch: 4 steps of 128
+    after_one_step = BASE_LR + (2 * BASE_LR - BASE_LR) * 1 / steps
+    assert checkpoint["optimizer"]["param_groups"][0]["lr"] == pytest.approx(after_one_step)
+    assert checkpoint["extra"]["lr"] == pytest.approx(2 * BASE_LR)
+
+
+def test_a_diverging_run_stops_with_a_clear_message_and_saves_nothing(tmp_path):
+    with pytest.raises(RuntimeError) as stopped:
+        torchrun(
+            "--epochs", 2, "--max-steps", 3, "--train-size", 256, "--test-size", 16, "--lr", 1e12,
+            "--out", tmp_path / "ddp.pt",
+        )  # fmt: skip
+    assert "stopped: epoch 1: the training loss became nan" in str(stopped.value)
+    assert "Lower the learning rate (--lr)" in str(stopped.value)
+    assert not (tmp_path / "ddp.pt").exists()
+
+
+def test_a_run_that_stays_at_chance_stops_instead_of_saving_a_dead_model(tmp_path):
+    with pytest.raises(RuntimeError) as stopped:
+        torchrun(
+            "--epochs", 2, "--max-steps", 2, "--train-size", 256, "--test-size", 64, "--lr", 0,
+            "--min-accuracy", 0.5, "--out", tmp_path / "ddp.pt",
+        )  # fmt: skip
+    message = str(stopped.value)
+    assert "stopped: epoch 2: test accuracy" in message and "below --min-accuracy 50%" in message
+    assert "this epoch's checkpoint was not saved" in message
+    epoch, _ = load_checkpoint(tmp_path / "ddp.pt", MODELS["cifarnet"](), map_location="cpu")
+    assert epoch == 0  # the first epoch's checkpoint; the failed second one was not written
 
 
 def _free_port():

@@ -1,10 +1,13 @@
 """Choosing GPUs: CUDA_VISIBLE_DEVICES in the environment and in os.environ, and seed 001's misspelling.
 
-Each check runs in a fresh Python process, because CUDA reads the variable once, when it starts.
-On a machine without a GPU every count is 0, so the counting tests only prove their point on a GPU;
+Each check runs in a fresh Python process, because CUDA reads the variable once, when it starts, and
+counts the GPUs a tensor can be made on (not ``device_count()``, which follows the variable until
+PyTorch's CUDA state is set up). On a machine without a GPU every count is 0, so the counting tests
+only prove their point on a GPU;
 the parser tests below show on any machine which variable PyTorch reads.
 """
 
+import inspect
 import os
 import subprocess
 import sys
@@ -13,7 +16,7 @@ import pytest
 import torch
 from conftest import requires_cuda
 
-from helpers.devices import gpu_count_in_fresh_process
+from helpers.devices import gpus_in_fresh_process
 
 HIDE_ALL = {"CUDA_VISIBLE_DEVICES": ""}
 
@@ -44,30 +47,59 @@ def test_pytorch_reads_cuda_visible_devices_and_ignores_the_misspelling(clean_en
 
 
 def test_hiding_every_gpu_leaves_none(clean_env):
-    assert gpu_count_in_fresh_process(env=HIDE_ALL) == 0
-    assert gpu_count_in_fresh_process(set_in_code=HIDE_ALL) == 0
+    assert gpus_in_fresh_process(env=HIDE_ALL).usable == 0
+    assert gpus_in_fresh_process(set_in_code=HIDE_ALL).usable == 0
+
+
+def test_the_probe_makes_tensors_rather_than_trusting_device_count(clean_env):
+    """The count is where tensors can be made; a failure is reported with CUDA's own words."""
+    probe = gpus_in_fresh_process()
+    assert probe.usable == torch.cuda.device_count()
+    if probe.usable:
+        assert probe.default_device == "cuda:0"
+        assert probe.device_count_after == probe.usable
+    else:
+        assert probe.default_device is None and probe.device_count_before == 0
+        assert probe.error is not None and ("NVIDIA driver" in probe.error or "CUDA" in probe.error)
 
 
 def test_the_misspelt_variable_changes_nothing(clean_env):
-    everything = gpu_count_in_fresh_process()
-    assert everything == torch.cuda.device_count()
-    assert gpu_count_in_fresh_process(env={"CUDA_VISIBLE_DEVICE": ""}) == everything
-    assert gpu_count_in_fresh_process(set_in_code={"CUDA_VISIBLE_DEVICE": ""}) == everything
+    everything = gpus_in_fresh_process().usable
+    assert gpus_in_fresh_process(env={"CUDA_VISIBLE_DEVICE": ""}).usable == everything
+    assert gpus_in_fresh_process(set_in_code={"CUDA_VISIBLE_DEVICE": ""}).usable == everything
+
+
+def test_nvml_based_check_is_read_by_is_available():
+    """Which call starts CUDA: is_available() asks NVML instead when PYTORCH_NVML_BASED_CUDA_CHECK=1.
+
+    Shown from PyTorch itself on any machine: with the variable set, is_available() goes through
+    device_count() (NVML), without it straight to the CUDA runtime (cudaGetDeviceCount).
+    """
+    source = inspect.getsource(torch.cuda.is_available)
+    assert "PYTORCH_NVML_BASED_CUDA_CHECK" in inspect.getsource(torch.cuda._nvml_based_avail)
+    assert "_nvml_based_avail()" in source and "_cuda_getDeviceCount()" in source
 
 
 @requires_cuda
 def test_setting_the_variable_after_cuda_started_changes_nothing(clean_env):
-    everything = gpu_count_in_fresh_process()
+    """The H100 run of 2026-11-22 found the old check (device_count) wrong here; tensors tell the truth."""
+    everything = gpus_in_fresh_process().usable
     assert everything >= 1
-    assert gpu_count_in_fresh_process(set_in_code=HIDE_ALL) == 0
-    assert gpu_count_in_fresh_process(set_in_code=HIDE_ALL, after_cuda_init=True) == everything
+    assert gpus_in_fresh_process(set_in_code=HIDE_ALL).usable == 0
+    late = gpus_in_fresh_process(set_in_code=HIDE_ALL, after_is_available=True)
+    assert late.usable == everything and late.default_device == "cuda:0"
+    assert late.device_count_before == 0  # device_count() follows the variable, not CUDA
+    nvml = gpus_in_fresh_process(
+        env={"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}, set_in_code=HIDE_ALL, after_is_available=True
+    )
+    assert nvml.usable == 0  # is_available() asked NVML and started nothing
 
 
 @requires_cuda
 def test_choosing_one_gpu_renumbers_it_as_cuda0(clean_env):
     last = torch.cuda.device_count() - 1
     env = {"CUDA_VISIBLE_DEVICES": str(last)}
-    assert gpu_count_in_fresh_process(env=env) == 1
+    assert gpus_in_fresh_process(env=env).usable == 1
     code = "import torch; print(torch.cuda.get_device_name(0))"
     name = subprocess.run(
         [sys.executable, "-c", code],
@@ -82,6 +114,6 @@ def test_choosing_one_gpu_renumbers_it_as_cuda0(clean_env):
 
 def test_bad_variables_are_refused_with_an_example():
     with pytest.raises(ValueError, match="name/value strings"):
-        gpu_count_in_fresh_process(env={"CUDA_VISIBLE_DEVICES": 1})
+        gpus_in_fresh_process(env={"CUDA_VISIBLE_DEVICES": 1})
     with pytest.raises(ValueError, match="CUDA_VISIBLE_DEVICES"):
-        gpu_count_in_fresh_process(set_in_code={"A=B": "1"})
+        gpus_in_fresh_process(set_in_code={"A=B": "1"})

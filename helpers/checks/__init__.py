@@ -44,7 +44,8 @@ def not_answered(what: str) -> bool:
 class expect:  # lower case: it reads like a keyword, `with expect(TypeError, "cpu"):`
     """Check that the ``with`` block raises ``error_type`` whose message contains one of ``fragments``.
 
-    The error is caught, its first line printed, and kept as ``.error``; the notebook goes on. If
+    The error is caught, its first line printed (after ``label``, when given: which mistake it
+    is), and kept as ``.error``; the notebook goes on. If
     the block raises nothing, or another type of error, or a message without any fragment, the
     ``with`` statement fails with an ``AssertionError`` (the other error is chained), so a lesson
     that shows an error also proves that it happens::
@@ -53,11 +54,12 @@ class expect:  # lower case: it reads like a keyword, `with expect(TypeError, "c
             gpu_tensor.numpy()
     """
 
-    def __init__(self, error_type: type[BaseException], *fragments: str) -> None:
+    def __init__(self, error_type: type[BaseException], *fragments: str, label: str | None = None) -> None:
         if not (isinstance(error_type, type) and issubclass(error_type, BaseException)):
             raise TypeError(f"expect() takes an exception class first, got {error_type!r}")
         self.error_type = error_type
         self.fragments = fragments
+        self.label = label
         self.error: BaseException | None = None
 
     def __enter__(self) -> expect:
@@ -79,5 +81,5 @@ class expect:  # lower case: it reads like a keyword, `with expect(TypeError, "c
             raise AssertionError(f"{name} raised, but its message has none of {self.fragments}: {message}")
         self.error = exc
         first_line = message.splitlines()[0] if message else ""
-        print(f"{name}: {first_line}")
+        print(f"{self.label}: {name}: {first_line}" if self.label else f"{name}: {first_line}")
         return True  # swallow the expected error

@@ -1,0 +1,261 @@
+"""What a GPU printed: helpers.recorded shows a recorded GPU output only for the cell as it is now,
+and scripts/gpu_check.py (`make gpu-check`) writes the layout helpers.recorded reads."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from helpers.recorded import cell_source_key, find_recording, recordings_root, show_gpu_output
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+RUNS = sorted(p for p in (ROOT / "results" / "gpu").iterdir() if p.is_dir())
+CALL = re.compile(r'show_gpu_output\("([^"]*)"\)')
+sys.path.insert(0, str(ROOT / "scripts"))
+import gpu_check  # noqa: E402
+
+
+def _code_cells(path):
+    return [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+
+
+def _shown_cells():
+    return [
+        (path, cell)
+        for path in NOTEBOOKS
+        for cell in _code_cells(path)
+        if "show_gpu_output(" in "".join(cell["source"]) and cell["id"] != "colab-setup"
+    ]
+
+
+SHOWN = _shown_cells()
+
+
+def test_cells_that_show_gpu_output_exist_in_every_notebook():
+    assert {path.name[:2] for path, _ in SHOWN} == {path.name[:2] for path in NOTEBOOKS}
+
+
+@pytest.mark.parametrize(("path", "cell"), SHOWN, ids=[cell["id"] for _, cell in SHOWN])
+def test_each_call_names_its_own_cell_on_its_last_line(path, cell):
+    source = "".join(cell["source"])
+    calls = [match for match in CALL.findall(source)]
+    lines = source.rstrip().splitlines()
+    assert calls == [cell["id"]], f"{path.name}: cell {cell['id']} calls show_gpu_output with {calls}"
+    assert lines[-1] == f'show_gpu_output("{cell["id"]}")', f"{cell['id']}: the call must be the last line"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_each_notebook_imports_it_in_its_setup_cell(path):
+    cells = _code_cells(path)
+    setup = next(c for c in cells if "describe_devices()" in "".join(c["source"]))
+    assert "from helpers.recorded import show_gpu_output" in "".join(setup["source"]).splitlines()
+
+
+def test_the_comparison_ignores_only_the_added_lines():
+    before = "x = torch.ones(2, device=device)\nprint(x)\n"
+    after = 'x = torch.ones(2, device=device)\nprint(x)\nshow_gpu_output("00-10")\n'
+    assert cell_source_key(before) == cell_source_key(after)
+    setup = "from helpers.devices import pick_device\nfrom helpers.recorded import show_gpu_output\n"
+    assert cell_source_key(setup) == "from helpers.devices import pick_device"
+    assert cell_source_key("print(x)\n") != cell_source_key("print(x + 1)\n")
+
+
+@pytest.mark.parametrize("run", RUNS, ids=lambda p: p.name)
+def test_every_recorded_run_says_what_it_ran_on(run):
+    info = json.loads((run / "run.json").read_text())
+    for key in ("device", "torch", "date", "commit"):
+        assert info.get(key), f"{run.name}/run.json lacks {key!r}"
+    notebooks = sorted((run / "notebooks").glob("*.ipynb"))
+    assert notebooks, f"{run.name} holds no executed notebooks"
+    for path in notebooks:
+        meta = json.loads(path.read_text())["metadata"]["gpu_run"]
+        assert meta["device"] == info["device"] and meta["torch"] and meta["date"]
+
+
+@pytest.mark.parametrize("run", RUNS, ids=lambda p: p.name)
+def test_recordings_hold_no_progress_bars(run):
+    for path in (run / "notebooks").glob("*.ipynb"):
+        for cell in _code_cells(path):
+            for output in cell.get("outputs", []):
+                text = output.get("text", "")
+                text = "".join(text) if isinstance(text, list) else text
+                assert "\r" not in text and "it/s]" not in text, f"{path.name} {cell['id']}: a progress bar"
+
+
+def test_the_readme_links_every_recorded_run():
+    readme = (ROOT / "README.md").read_text()
+    for run in RUNS:
+        assert f"results/gpu/{run.name}/notebooks" in readme, f"README.md does not link {run.name}"
+
+
+def test_each_recording_is_shown_only_for_the_cell_as_it_is_now(capsys):
+    """Every cell that shows GPU output: a current recording is printed whole; any other is reported."""
+    stale = []
+    for _, cell in SHOWN:
+        recording, why = find_recording(cell["id"])
+        shown = show_gpu_output(cell["id"], force=True)
+        out = capsys.readouterr().out
+        if recording is not None and recording.current:
+            assert shown == recording and recording.label in out
+            for output in recording.outputs:
+                text = output.get("text") or output.get("evalue") or ""
+                first = next((line for line in text.splitlines() if line.strip()), "")
+                assert first in out, f"{cell['id']}: the recorded line {first!r} was not shown"
+        else:
+            assert shown is None and "No GPU output to show" in out and "──" not in out
+            assert out.count("\n") == 1, f"{cell['id']}: one line, not {out!r}"
+            assert why and why in out
+            if recording is not None:
+                stale.append(cell["id"])
+    if stale:  # reported, not a failure: the next `make gpu-check` on a GPU records them again
+        warnings.warn(f"GPU recordings older than their cells (not shown): {', '.join(stale)}", stacklevel=1)
+
+
+def _fake_run(tmp_path, name, date, edit=None):
+    """A copy of a recorded run's 00 notebook under tmp_path/name, dated `date`, optionally edited."""
+    source = next(iter(sorted((RUNS[0] / "notebooks").glob("00_*.ipynb"))))
+    notebook = json.loads(source.read_text())
+    notebook["metadata"]["gpu_run"]["date"] = date
+    if edit:
+        cell = next(c for c in notebook["cells"] if c.get("id") == edit)
+        cell["source"] = ["x = 1  # another version of the cell\n"]
+    folder = tmp_path / name / "notebooks"
+    folder.mkdir(parents=True)
+    (folder / source.name).write_text(json.dumps(notebook))
+    return notebook
+
+
+def test_a_stale_recording_is_reported_not_shown(tmp_path, capsys):
+    _fake_run(tmp_path, "some-gpu", "2026-11-22", edit="00-04")
+    recording, why = find_recording("00-04", root=tmp_path)
+    assert recording is not None and not recording.current and "older version" in why
+    assert show_gpu_output("00-04", force=True, root=tmp_path) is None
+    out = capsys.readouterr().out
+    assert "older version of this cell" in out and "CUDA available" not in out
+
+
+def test_the_newest_current_recording_wins(tmp_path):
+    _fake_run(tmp_path, "older-gpu", "2026-01-01")
+    _fake_run(tmp_path, "newer-gpu", "2026-12-31")
+    _fake_run(tmp_path, "newest-but-stale", "2027-06-01", edit="00-06")
+    assert find_recording("00-06", root=tmp_path)[0].path.parent.parent.name == "newer-gpu"
+    assert find_recording("00-04", root=tmp_path)[0].path.parent.parent.name == "newest-but-stale"
+
+
+def test_nothing_recorded_says_so(tmp_path, capsys):
+    assert find_recording("00-04", root=tmp_path) == (None, "no GPU run of this cell is recorded yet")
+    show_gpu_output("00-04", force=True, root=tmp_path)
+    assert "No GPU output to show: no GPU run of this cell is recorded yet" in capsys.readouterr().out
+
+
+def test_on_this_machine_it_shows_only_without_a_gpu(capsys):
+    shown = show_gpu_output("00-02")
+    out = capsys.readouterr().out
+    if torch.cuda.is_available():
+        assert shown is None and out == ""
+    else:
+        assert "what this cell printed on a GPU" in out or "No GPU output to show" in out
+
+
+@pytest.mark.parametrize("bad", ["4-19", "04_19", "", None, 419])
+def test_a_bad_cell_id_is_refused_with_an_example(bad):
+    with pytest.raises(ValueError, match="such as '04-19'"):
+        find_recording(bad)
+
+
+def test_a_cell_id_no_notebook_has_is_refused():
+    with pytest.raises(ValueError, match="No notebook cell has the id '04-nothing'"):
+        find_recording("04-nothing")
+
+
+def test_the_recordings_live_in_the_repository():
+    assert recordings_root() == ROOT / "results" / "gpu"
+
+
+def test_cleaning_keeps_the_text_and_drops_progress_bars():
+    notebook = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "outputs": [
+                    {"output_type": "stream", "name": "stdout", "text": "epoch 1\n"},
+                    {
+                        "output_type": "stream",
+                        "name": "stderr",
+                        "text": "\repoch 1:  50%|█    | 1/2 [00:01<00:01]",
+                    },
+                    {"output_type": "stream", "name": "stderr", "text": "\x1b[A\n"},
+                    {"output_type": "stream", "name": "stdout", "text": "accuracy 55.0%\n"},
+                    {"output_type": "stream", "name": "stderr", "text": "UserWarning: a real warning\n"},
+                ],
+            }
+        ]
+    }
+    removed = gpu_check.clean_outputs(notebook)
+    outputs = notebook["cells"][0]["outputs"]
+    assert outputs == [
+        {"output_type": "stream", "name": "stdout", "text": "epoch 1\naccuracy 55.0%\n"},
+        {"output_type": "stream", "name": "stderr", "text": "UserWarning: a real warning\n"},
+    ]
+    assert removed == 3
+
+
+def _gpu_check(*args, tmp_path, quick=True):
+    env = {**os.environ, "COURSE_DATA": "synthetic", "COURSE_QUICK": "1" if quick else "0"}
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--out", str(tmp_path), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU machine gpu-check runs for real")
+def test_gpu_check_refuses_a_machine_without_a_gpu(tmp_path):
+    done = _gpu_check("--part", "notebooks", "00", tmp_path=tmp_path)
+    assert done.returncode != 0 and "no CUDA GPU" in done.stderr
+    assert not any(tmp_path.iterdir())
+
+
+def test_gpu_check_writes_the_layout_that_is_shown(tmp_path):
+    """The notebooks part, on a CPU with --allow-cpu (the GPU parts skipped): the layout, not the GPU."""
+    done = _gpu_check("--allow-cpu", "--part", "notebooks", "00", tmp_path=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (folder,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    run = json.loads((folder / "run.json").read_text())
+    for key in ("device", "gpus", "torch", "torchvision", "python", "date", "commit", "stand_in"):
+        assert key in run, key
+    assert run["parts"]["notebooks"]["notebooks"] == {"00_devices_and_tensors": "passed"}
+    executed = json.loads((folder / "notebooks" / "00_devices_and_tensors.ipynb").read_text())
+    assert executed["metadata"]["gpu_run"]["status"] == "passed"
+    assert any(c.get("outputs") for c in executed["cells"] if c["cell_type"] == "code")
+    assert json.loads((folder / "notebook-seconds.json").read_text())["00_devices_and_tensors"] > 0
+    recording, why = find_recording("00-02", root=tmp_path)
+    assert recording is not None and recording.current, why
+    assert "PyTorch" in recording.outputs[0]["text"]
+
+
+def test_gpu_check_names_unknown_notebooks(tmp_path):
+    done = _gpu_check("--allow-cpu", "--part", "notebooks", "42", tmp_path=tmp_path)
+    assert done.returncode != 0 and "'42' names no single notebook" in done.stderr
+
+
+def test_importing_a_run_recorded_elsewhere(tmp_path):
+    source = tmp_path / "elsewhere"
+    shutil.copytree(RUNS[0] / "notebooks", source / "notebooks")
+    info = {"device": "Some GPU 9000", "gpus": 1, "torch": "2.99", "date": "2030-01-01", "commit": "abc"}
+    folder = gpu_check.import_run(source, tmp_path / "gpu", info)
+    assert folder.name == "some-gpu-9000"
+    assert json.loads((folder / "run.json").read_text())["device"] == "Some GPU 9000"
+    recording, _ = find_recording("00-02", root=tmp_path / "gpu")
+    assert recording.run["date"] == "2030-01-01"
