@@ -102,13 +102,17 @@ def _current_notebook(prefix: str, repo: Path) -> Path | None:
     return matches[0] if matches else None
 
 
-def find_recording(cell_id: str, *, root: Path | None = None) -> tuple[Recording | None, str]:
+def find_recording(
+    cell_id: str, *, depends_on: tuple[str, ...] | list[str] = (), root: Path | None = None
+) -> tuple[Recording | None, str]:
     """The newest recorded GPU output of notebook cell ``cell_id`` (such as ``"04-19"``).
 
     Returns ``(recording, "")`` when a run recorded the cell as it is now; otherwise
     ``(None, why)``, or, when only older versions of the cell were recorded, the newest of those
-    with ``current=False`` and the reason. ``root`` is the folder of recorded runs (default
-    ``results/gpu/`` of the repository).
+    with ``current=False`` and the reason. ``depends_on`` names earlier cells of the same notebook
+    whose work this cell's output reports (a training run it reads back, say): the recording
+    counts as current only if those are unchanged too. ``root`` is the folder of recorded runs
+    (default ``results/gpu/`` of the repository).
     """
     match = _CELL_ID.match(cell_id) if isinstance(cell_id, str) else None
     if match is None:
@@ -126,7 +130,12 @@ def find_recording(cell_id: str, *, root: Path | None = None) -> tuple[Recording
     current_cell = _cell(_notebook(current_path), cell_id) if current_path else None
     if current_cell is None:
         raise ValueError(f"No notebook cell has the id {cell_id!r} in {repo / 'notebooks'}")
-    wanted = cell_source_key(current_cell["source"])
+    wanted = {cell_id: cell_source_key(current_cell["source"])}
+    for other in depends_on:
+        earlier = _cell(_notebook(current_path), other)
+        if earlier is None:
+            raise ValueError(f"depends_on names {other!r}, which is no cell of {current_path.name}")
+        wanted[other] = cell_source_key(earlier["source"])
 
     root = recordings_root() if root is None else Path(root)
     found: list[Recording] = []
@@ -143,7 +152,11 @@ def find_recording(cell_id: str, *, root: Path | None = None) -> tuple[Recording
                 tuple(cell.get("outputs", [])),
                 run,
                 path,
-                cell_source_key(cell["source"]) == wanted,
+                all(
+                    (recorded := _cell(notebook, name)) is not None
+                    and cell_source_key(recorded["source"]) == source
+                    for name, source in wanted.items()
+                ),
             )
         )
     if not found:
@@ -153,8 +166,9 @@ def find_recording(cell_id: str, *, root: Path | None = None) -> tuple[Recording
     if current:
         return current[0], ""
     newest = found[0]
+    what = "this cell" if not depends_on else f"this cell or of {', '.join(depends_on)}, which it reports on"
     return newest, (
-        f"the recorded GPU run ({newest.label}) holds an older version of this cell, so its output is "
+        f"the recorded GPU run ({newest.label}) holds an older version of {what}, so its output is "
         "not shown: it may not be what this code prints"
     )
 
@@ -184,18 +198,25 @@ def _show(output: dict) -> None:
     print(_text(output), end="")
 
 
-def show_gpu_output(cell_id: str, *, force: bool = False, root: Path | None = None) -> Recording | None:
+def show_gpu_output(
+    cell_id: str,
+    *,
+    depends_on: tuple[str, ...] | list[str] = (),
+    force: bool = False,
+    root: Path | None = None,
+) -> Recording | None:
     """Without a CUDA GPU, print what cell ``cell_id`` printed in the newest recorded GPU run.
 
     On a machine with a CUDA GPU it does nothing (unless ``force=True``): the cell has just
-    shown its real output. Returns the recording shown, or ``None``.
+    shown its real output. ``depends_on``: see ``find_recording``. Returns the recording shown, or
+    ``None``.
     """
     if not force:
         import torch
 
         if torch.cuda.is_available():
             return None
-    recording, why = find_recording(cell_id, root=root)
+    recording, why = find_recording(cell_id, depends_on=depends_on, root=root)
     if recording is None or not recording.current:
         print(f"[No GPU output to show: {why}. `make gpu-check` on a GPU machine records one.]")
         return None

@@ -119,7 +119,7 @@ def _driver() -> str | None:
     return done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout.strip() else None
 
 
-def describe_machine(allow_cpu: bool = False) -> dict:
+def describe_machine(allow_cpu: bool = False, commit: str | None = None) -> dict:
     """The run's device, versions and commit; stops when there is no CUDA GPU (unless ``allow_cpu``)."""
     import torch
     import torchvision
@@ -147,8 +147,8 @@ def describe_machine(allow_cpu: bool = False) -> dict:
         "cuda": torch.version.cuda,
         "python": platform.python_version(),
         "cpu_cores": os.cpu_count(),
-        "commit": _git("rev-parse", "--short", "HEAD"),
-        "uncommitted_changes": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "commit": commit or _git("rev-parse", "--short", "HEAD"),
+        "uncommitted_changes": None if commit else bool(_git("status", "--porcelain", "-uno")),
         "date": dt.date.today().isoformat(),
         "data": os.environ.get("COURSE_DATA", "auto"),
         "quick": os.environ.get("COURSE_QUICK", "") not in ("", "0"),
@@ -325,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "gpu", help="default results/gpu")
     parser.add_argument("--timeout", type=int, default=1200, help="seconds per notebook cell")
     parser.add_argument("--bench-args", default="", help="arguments for scripts/bench.py, in one string")
+    parser.add_argument(
+        "--commit", help="the commit checked, where this copy is not a git checkout (default: git's HEAD)"
+    )
     parser.add_argument("--allow-cpu", action="store_true", help="run without a GPU (to test the layout)")
     parser.add_argument("--import-run", type=Path, help="a folder of executed notebooks recorded elsewhere")
     parser.add_argument("--run-info", help="with --import-run: the run's description as JSON")
@@ -348,11 +351,11 @@ def main(argv: list[str] | None = None) -> int:
                 "pip install -r requirements.txt. Without one, install the wheels of ../shared/device-wheels "
                 "into a folder and put it on PYTHONPATH (see the README's 'gpu-check' section)."
             )
-    machine = describe_machine(args.allow_cpu)
+    machine = describe_machine(args.allow_cpu, args.commit)
     folder = args.out / machine["folder"]
     folder.mkdir(parents=True, exist_ok=True)
     print(
-        f"gpu-check on {machine['gpus']}x {machine['device']}, torch {machine['torch']}, "
+        f"gpu-check on {machine['gpus'] or 'no'} GPU(s) ({machine['device']}), torch {machine['torch']}, "
         f"commit {machine['commit']}; results in {folder}",
         flush=True,
     )

@@ -1,9 +1,9 @@
 """What a GPU printed: helpers.recorded shows a recorded GPU output only for the cell as it is now,
 and scripts/gpu_check.py (`make gpu-check`) writes the layout helpers.recorded reads."""
 
+import ast
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -18,7 +18,6 @@ from helpers.recorded import cell_source_key, find_recording, recordings_root, s
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 RUNS = sorted(p for p in (ROOT / "results" / "gpu").iterdir() if p.is_dir())
-CALL = re.compile(r'show_gpu_output\("([^"]*)"\)')
 sys.path.insert(0, str(ROOT / "scripts"))
 import gpu_check  # noqa: E402
 
@@ -39,6 +38,16 @@ def _shown_cells():
 SHOWN = _shown_cells()
 
 
+def _call(cell):
+    """The cell's show_gpu_output call, as (cell id, depends_on), read from the last statement."""
+    last = ast.parse("".join(cell["source"])).body[-1]
+    assert isinstance(last, ast.Expr) and isinstance(last.value, ast.Call), f"{cell['id']}: not a call last"
+    call = last.value
+    assert ast.unparse(call.func) == "show_gpu_output", f"{cell['id']}: the last line is not the call"
+    keywords = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    return ast.literal_eval(call.args[0]), tuple(keywords.get("depends_on", ()))
+
+
 def test_cells_that_show_gpu_output_exist_in_every_notebook():
     assert {path.name[:2] for path, _ in SHOWN} == {path.name[:2] for path in NOTEBOOKS}
 
@@ -46,10 +55,12 @@ def test_cells_that_show_gpu_output_exist_in_every_notebook():
 @pytest.mark.parametrize(("path", "cell"), SHOWN, ids=[cell["id"] for _, cell in SHOWN])
 def test_each_call_names_its_own_cell_on_its_last_line(path, cell):
     source = "".join(cell["source"])
-    calls = [match for match in CALL.findall(source)]
-    lines = source.rstrip().splitlines()
-    assert calls == [cell["id"]], f"{path.name}: cell {cell['id']} calls show_gpu_output with {calls}"
-    assert lines[-1] == f'show_gpu_output("{cell["id"]}")', f"{cell['id']}: the call must be the last line"
+    assert source.count("show_gpu_output(") == 1, f"{cell['id']}: one call, at the end"
+    shown_id, depends_on = _call(cell)
+    assert shown_id == cell["id"], f"{path.name}: cell {cell['id']} shows the output of {shown_id!r}"
+    ids = [c["id"] for c in _code_cells(path)]
+    for earlier in depends_on:  # cells before this one, in this notebook
+        assert earlier in ids[: ids.index(cell["id"])], f"{cell['id']} depends on {earlier!r}, not before it"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -100,8 +111,9 @@ def test_each_recording_is_shown_only_for_the_cell_as_it_is_now(capsys):
     """Every cell that shows GPU output: a current recording is printed whole; any other is reported."""
     stale = []
     for _, cell in SHOWN:
-        recording, why = find_recording(cell["id"])
-        shown = show_gpu_output(cell["id"], force=True)
+        _, depends_on = _call(cell)
+        recording, why = find_recording(cell["id"], depends_on=depends_on)
+        shown = show_gpu_output(cell["id"], depends_on=depends_on, force=True)
         out = capsys.readouterr().out
         if recording is not None and recording.current:
             assert shown == recording and recording.label in out
@@ -140,6 +152,16 @@ def test_a_stale_recording_is_reported_not_shown(tmp_path, capsys):
     assert show_gpu_output("00-04", force=True, root=tmp_path) is None
     out = capsys.readouterr().out
     assert "older version of this cell" in out and "CUDA available" not in out
+
+
+def test_a_recording_whose_earlier_cell_changed_is_not_shown(tmp_path, capsys):
+    """A cell that reports on an earlier cell's work is current only while that cell is unchanged."""
+    _fake_run(tmp_path, "some-gpu", "2026-11-22", edit="00-04")
+    assert find_recording("00-06", root=tmp_path)[0].current
+    recording, why = find_recording("00-06", depends_on=["00-04"], root=tmp_path)
+    assert not recording.current and "of this cell or of 00-04, which it reports on" in why
+    with pytest.raises(ValueError, match="no cell of"):
+        find_recording("00-06", depends_on=["00-99"], root=tmp_path)
 
 
 def test_the_newest_current_recording_wins(tmp_path):
