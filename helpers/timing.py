@@ -10,6 +10,7 @@ after warm-up calls. ``autorange`` and ``compare`` are thin wrappers around
 from __future__ import annotations
 
 import json
+import numbers
 import re
 import time
 from collections.abc import Callable, Iterable
@@ -19,6 +20,9 @@ from typing import Any
 
 import torch
 from torch.utils import benchmark
+
+from helpers import _args
+from helpers.devices import as_device
 
 __all__ = [
     "Stopwatch",
@@ -34,9 +38,17 @@ __all__ = [
 ]
 
 
+def _callable(fn: Any, caller: str) -> None:
+    if not callable(fn):
+        raise TypeError(
+            f"{caller}: fn must be a function to call with no arguments, e.g. lambda: model(x); "
+            f"got {type(fn).__name__} {_args.shown(fn)} (a result, not a call?)."
+        )
+
+
 def synchronize(device: torch.device | str) -> None:
     """Wait until ``device`` has finished all the work queued on it; on the CPU there is none to wait for."""
-    device = torch.device(device)
+    device = as_device(device, name="device", caller="synchronize", check_available=True)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     elif device.type == "mps":
@@ -59,7 +71,7 @@ class Stopwatch:
     """
 
     def __init__(self, device: torch.device | str) -> None:
-        self.device = torch.device(device)
+        self.device = as_device(device, name="device", caller="Stopwatch", check_available=True)
         self.seconds: float | None = None
         self._start: Any = None
 
@@ -97,8 +109,10 @@ def time_calls(
     calls of anything pay one-off costs (kernel loading, library handles, autotuning,
     compilation), which ``warmup`` keeps out of the figures.
     """
-    if warmup < 0 or repeats < 1:
-        raise ValueError(f"need warmup >= 0 and repeats >= 1, got warmup={warmup}, repeats={repeats}")
+    _callable(fn, "time_calls")
+    device = as_device(device, name="device", caller="time_calls", check_available=True)
+    warmup = _args.integer(warmup, "warmup", "time_calls", minimum=0, meaning="how many untimed calls")
+    repeats = _args.integer(repeats, "repeats", "time_calls", minimum=1, meaning="how many timed calls")
     for _ in range(warmup):
         fn()
     times = []
@@ -111,6 +125,11 @@ def time_calls(
 
 def images_per_second(images: int, seconds: float) -> float:
     """Throughput: ``images / seconds``, refusing a zero or negative time (a clock read too early)."""
+    for name, value in (("images", images), ("seconds", seconds)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(
+                f"images_per_second: {name} must be a number, got {type(value).__name__} {value!r}."
+            )
     if seconds <= 0:
         raise ValueError(
             f"{images} images in {seconds} s: a time of zero or less means the clock was read wrongly; "
@@ -136,6 +155,7 @@ def autorange(
     otherwise; this wrapper uses as many as PyTorch trains with (``torch.get_num_threads()``), so
     CPU figures match training. ``label``/``sub_label``/``description`` lay out ``compare``'s table.
     """
+    _callable(fn, "autorange")
     timer = benchmark.Timer(
         stmt="fn()",
         globals={"fn": fn},
