@@ -172,7 +172,14 @@ def compare(measurements: Iterable[benchmark.Measurement]) -> str:
 
     Rows are the ``sub_label``s, columns the ``description``s, one table per ``label``.
     """
-    table = benchmark.Compare(list(measurements))
+    measurements = list(measurements) if isinstance(measurements, Iterable) else [measurements]
+    wrong = [type(m).__name__ for m in measurements if not isinstance(m, benchmark.Measurement)]
+    if wrong or not measurements:
+        raise TypeError(
+            "compare: measurements must be a list of what autorange() returns (Measurement objects); "
+            f"got {', '.join(wrong) if wrong else 'none'}."
+        )
+    table = benchmark.Compare(measurements)
     table.trim_significant_figures()
     return str(table)
 
@@ -194,6 +201,9 @@ def result_stem(device_type: str, device_name: str, *, quick: bool = False) -> s
     ``bench-cuda-nvidia-h100-80gb-hbm3``, ``bench-cpu-amd-epyc``, ``bench-cpu-amd-epyc-quick``: a
     CPU run never overwrites a GPU result, nor a quick run a full one.
     """
+    for name, value in (("device_type", device_type), ("device_name", device_name)):
+        if not isinstance(value, str):
+            raise TypeError(f"result_stem: {name} must be a string, got {type(value).__name__} {value!r}.")
     slug = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-") or "unknown"
     return f"bench-{device_type}-{slug}" + ("-quick" if quick else "")
 
@@ -235,6 +245,12 @@ def load_results(
 
 def describe_result(result: dict) -> str:
     """A few lines saying what a benchmark result measured, on which hardware and when."""
+    missing = [key for key in _REQUIRED if key not in result] if isinstance(result, dict) else list(_REQUIRED)
+    if missing:
+        raise ValueError(
+            f"describe_result takes one result of load_results() (a dict), which has {list(_REQUIRED)}; "
+            f"this one lacks {missing}."
+        )
     device, versions, settings, summary = (result[k] for k in ("device", "versions", "settings", "summary"))
     speed, accuracy = summary["images_per_second"], summary["test_accuracy"]
     difference = summary["accuracy_difference_points"]

@@ -206,3 +206,18 @@ def test_reading_back_a_real_cpu_result(cpu_run):
 def test_bad_timing_arguments_are_named(call, error, words):
     with pytest.raises(error, match=words):
         call()
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "words"),
+    [
+        (lambda: compare([0.5, 0.7]), TypeError, "compare: measurements must be a list of what autorange"),
+        (lambda: compare([]), TypeError, "got none"),
+        (lambda: result_stem("cuda", None), TypeError, "device_name must be a string"),
+        (lambda: describe_result({"device": {}}), ValueError, r"lacks \['versions'"),
+        (lambda: describe_result([]), ValueError, "describe_result takes one result"),
+    ],
+)
+def test_bad_result_arguments_are_named(call, error, words):
+    with pytest.raises(error, match=words):
+        call()
