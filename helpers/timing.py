@@ -220,6 +220,12 @@ def load_results(
     ``quick=False`` (the default) leaves out quick runs, ``None`` keeps both. Each result gets a
     ``"path"`` entry; a file that is not a benchmark result raises a ``ValueError`` naming it.
     """
+    if not isinstance(folder, str | Path):
+        raise TypeError(
+            f"load_results: folder must be a folder path, e.g. results_dir(); got {type(folder).__name__}."
+        )
+    if quick is not None and not isinstance(quick, bool):
+        raise TypeError(f"load_results: quick must be True, False or None (both), got {quick!r}.")
     folder = Path(folder)
     results = []
     for path in sorted(folder.glob("bench-*.json")) if folder.is_dir() else []:

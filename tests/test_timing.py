@@ -216,6 +216,8 @@ def test_bad_timing_arguments_are_named(call, error, words):
         (lambda: result_stem("cuda", None), TypeError, "device_name must be a string"),
         (lambda: describe_result({"device": {}}), ValueError, r"lacks \['versions'"),
         (lambda: describe_result([]), ValueError, "describe_result takes one result"),
+        (lambda: load_results(None), TypeError, "load_results: folder must be a folder path"),
+        (lambda: load_results("results", quick="yes"), TypeError, "quick must be True, False or None"),
     ],
 )
 def test_bad_result_arguments_are_named(call, error, words):
