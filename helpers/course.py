@@ -29,8 +29,20 @@ NOTEBOOKS_FOLDER = "notebooks"
 _GITHUB = re.compile(r"https://github\.com/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?")
 
 
+def _text(value: object, name: str, caller: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{caller}: {name} must be a string, got {type(value).__name__} {value!r}.")
+    return value
+
+
+def _flag(value: object, name: str, caller: str) -> bool:
+    if not isinstance(value, bool):  # a string such as "False" would count as true
+        raise TypeError(f"{caller}: {name} must be True or False, got {type(value).__name__} {value!r}.")
+    return value
+
+
 def _owner_and_name(repository: str) -> tuple[str, str]:
-    match = _GITHUB.fullmatch(repository)
+    match = _GITHUB.fullmatch(_text(repository, "repository", "helpers.course"))
     if match is None:
         raise ValueError(
             f"REPOSITORY {repository!r} is not a GitHub repository address: Colab opens notebooks from "
@@ -41,7 +53,8 @@ def _owner_and_name(repository: str) -> tuple[str, str]:
 
 def colab_url(notebook: str, *, repository: str = REPOSITORY, branch: str = BRANCH) -> str:
     """The address that opens ``notebooks/<notebook>`` of the repository's ``branch`` in Colab."""
-    if "/" in notebook or not notebook.endswith(".ipynb"):
+    _text(branch, "branch", "colab_url")
+    if "/" in _text(notebook, "notebook", "colab_url") or not notebook.endswith(".ipynb"):
         raise ValueError(f"colab_url expects a notebook file name such as '00_x.ipynb', got {notebook!r}")
     owner, name = _owner_and_name(repository)
     return (
@@ -52,6 +65,7 @@ def colab_url(notebook: str, *, repository: str = REPOSITORY, branch: str = BRAN
 def helpers_requirement(*, repository: str = REPOSITORY, branch: str = BRANCH) -> str:
     """The pip requirement that installs the helpers from the repository: ``NAME @ git+URL@BRANCH``."""
     _owner_and_name(repository)
+    _text(branch, "branch", "helpers_requirement")
     return f"{DISTRIBUTION} @ git+{repository.rstrip('/')}@{branch}"
 
 
@@ -63,14 +77,15 @@ def colab_install_command(on_colab: bool, python: str = "python") -> list[str]:
     it. The requirement is one list element, so no shell sees it; typed in a shell or a ``%pip``
     line it must be quoted (``"gpu-course-helpers @ git+..."``).
     """
-    if not on_colab:
+    _text(python, "python", "colab_install_command")
+    if not _flag(on_colab, "on_colab", "colab_install_command"):
         return []
     return [python, "-m", "pip", "install", "--quiet", "--no-deps", helpers_requirement()]
 
 
 def colab_gpu_hint(on_colab: bool, has_gpu: bool) -> str | None:
     """What the Colab setup cell prints: how to switch to a GPU on a Colab CPU runtime, else ``None``."""
-    if not on_colab or has_gpu:
+    if not _flag(on_colab, "on_colab", "colab_gpu_hint") or _flag(has_gpu, "has_gpu", "colab_gpu_hint"):
         return None
     return (
         "This Colab runtime has no GPU. To train on one: Runtime > Change runtime type > "

@@ -25,6 +25,9 @@ import torch
 from PIL import Image
 from torch.utils.data import Dataset
 
+from helpers import _args
+from helpers.devices import as_device
+
 __all__ = [
     "CIFAR10_CLASSES",
     "Budget",
@@ -230,6 +233,25 @@ def _real_cifar10(train: bool, transform: Callable | None, root: Path) -> tuple[
         return None, f"is not in {root} and could not be downloaded ({type(error).__name__}: {error})"
 
 
+def _split(train: Any) -> bool:
+    """``train`` as a bool: a split name or a number in its place would pick a split by truthiness."""
+    if isinstance(train, bool | np.bool_):
+        return bool(train)
+    if isinstance(train, str):
+        wanted = (
+            "False" if train.strip().lower() in {"test", "val", "valid", "validation", "eval"} else "True"
+        )
+        fix = (
+            f"For the {'test' if wanted == 'False' else 'training'} split write load_cifar10(train={wanted})."
+        )
+    else:
+        fix = "Write load_cifar10(train=True) for the training split, train=False for the test split."
+    raise TypeError(
+        f"load_cifar10: train must be True (the training split) or False (the test split), "
+        f"got {type(train).__name__} {_args.shown(train)}. {fix}"
+    )
+
+
 def load_cifar10(
     train: bool,
     transform: Callable | None = None,
@@ -246,6 +268,29 @@ def load_cifar10(
     overrides the data folder. The returned dataset has ``data``, ``targets`` and ``classes``
     like ``torchvision.datasets.CIFAR10``. Introduced in ``01_cuda_method``.
     """
+    train = _split(train)
+    if isinstance(transform, type):
+        raise TypeError(
+            f"load_cifar10: transform is the class {transform.__name__}, not a transform; "
+            f"pass an instance: {transform.__name__}() (with its arguments, if it takes any)."
+        )
+    if transform is not None and not callable(transform):
+        raise TypeError(
+            f"load_cifar10: transform must be a function of an image, e.g. transforms.ToTensor(), or None; "
+            f"got {type(transform).__name__} {_args.shown(transform)}."
+        )
+    size = _args.integer(
+        size, "size", "load_cifar10", minimum=1, allow_none=True, meaning="a number of images"
+    )
+    if source is not None and not isinstance(source, str):
+        raise TypeError(
+            f"load_cifar10: source must be 'auto', 'cifar10', 'synthetic' or None, got {_args.shown(source)}."
+        )
+    if root is not None and not isinstance(root, str | os.PathLike):
+        raise TypeError(
+            f"load_cifar10: root must be a folder path (a str or a Path), got {_args.shown(root)}."
+        )
+    seed = _args.integer(seed, "seed", "load_cifar10")
     choice = (source if source is not None else os.environ.get("COURSE_DATA", "auto")).strip().lower()
     if choice not in {"auto", "cifar10", "synthetic"}:
         raise ValueError(
@@ -253,8 +298,6 @@ def load_cifar10(
             "use 'auto' (CIFAR-10 when it can be had, else the synthetic stand-in), "
             "'cifar10' (the real data only) or 'synthetic'."
         )
-    if size is not None and size < 1:
-        raise ValueError(f"size must be a positive number of images or None for all, got {size}")
     folder = Path(root).expanduser() if root is not None else data_dir()
     split = "train" if train else "test"
 
@@ -300,18 +343,36 @@ def training_budget(
     *,
     gpu_epochs: int,
     cpu_epochs: int,
-    cpu_train_size: int = 10_000,
-    cpu_test_size: int = 2_000,
-    quick_train_size: int = 2_000,
-    quick_test_size: int = 500,
+    cpu_train_size: int | None = 10_000,
+    cpu_test_size: int | None = 2_000,
+    quick_train_size: int | None = 2_000,
+    quick_test_size: int | None = 500,
     quick_epochs: int = 1,
 ) -> Budget:
     """How much to train: everything on an accelerator, a subset on a CPU, a sliver in quick mode.
 
     The numbers are chosen per notebook so that its default run takes under 5 minutes on a 2-core
-    CPU; ``str(budget)`` says what was chosen and why, for the notebook to print.
+    CPU; ``str(budget)`` says what was chosen and why, for the notebook to print. Epochs are whole
+    numbers from 1, sizes whole numbers from 1 or ``None`` (all the images).
     """
-    device = torch.device(device)
+    device = as_device(device, name="device", caller="training_budget")
+
+    def epochs(value: Any, name: str) -> int:
+        return _args.integer(value, name, "training_budget", minimum=1, meaning="a number of epochs")
+
+    def images(value: Any, name: str) -> int | None:
+        return _args.integer(
+            value, name, "training_budget", minimum=1, allow_none=True, meaning="a number of images or None"
+        )
+
+    gpu_epochs, cpu_epochs = epochs(gpu_epochs, "gpu_epochs"), epochs(cpu_epochs, "cpu_epochs")
+    quick_epochs = epochs(quick_epochs, "quick_epochs")
+    cpu_train_size, cpu_test_size = (
+        images(cpu_train_size, "cpu_train_size"),
+        images(cpu_test_size, "cpu_test_size"),
+    )
+    quick_train_size = images(quick_train_size, "quick_train_size")
+    quick_test_size = images(quick_test_size, "quick_test_size")
     if quick_mode():
         return Budget(quick_train_size, quick_test_size, quick_epochs, "quick mode (COURSE_QUICK=1)")
     if device.type == "cpu":

@@ -318,6 +318,28 @@ def _stop(process: subprocess.Popen) -> None:
         process.wait()
 
 
+def _argument_list(values: object, name: str, example: str) -> list[str]:
+    """``values`` as command-line words: a list or tuple of strings, numbers and paths, not one string."""
+    from helpers import _args
+
+    if isinstance(values, str | bytes):
+        raise TypeError(
+            f"launch: {name} is one string, {_args.shown(values)}, which would be split into characters; "
+            f"give a list of words, e.g. {example}, or shlex.split({_args.shown(values)})."
+        )
+    if not isinstance(values, list | tuple):
+        raise TypeError(
+            f"launch: {name} must be a list of words, e.g. {example}; got {type(values).__name__}."
+        )
+    for index, value in enumerate(values):
+        if isinstance(value, bool) or not isinstance(value, str | int | float | os.PathLike):
+            raise TypeError(
+                f"launch: {name}[{index}] is {_args.shown(value)}; each word must be a string, a number or a "
+                "path (leave out an option that has no value)."
+            )
+    return [os.fspath(value) if isinstance(value, os.PathLike) else str(value) for value in values]
+
+
 def launch(
     script_args: Sequence[object] = (),
     *,
@@ -335,11 +357,26 @@ def launch(
     end of the output, which holds the failing rank's traceback. Introduced in
     ``05_distributed_data_parallel``.
     """
-    if nproc < 1:
-        raise ValueError(
-            f"nproc is the number of processes to start on this machine, at least 1; got {nproc}"
+    from collections.abc import Mapping  # imported here, as _args: so that this branch changes launch() only
+
+    from helpers import _args
+
+    nproc = _args.integer(
+        nproc, "nproc", "launch", minimum=1, meaning="the number of processes to start here"
+    )
+    script_args = _argument_list(script_args, "script_args", "['--epochs', 2, '--out', 'checkpoints/ddp.pt']")
+    launcher_args = _argument_list(launcher_args, "launcher_args", "['--standalone']")
+    if env is not None and not (
+        isinstance(env, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
+    ):
+        raise TypeError(
+            "launch: env must map variable names to strings, e.g. {'CUDA_VISIBLE_DEVICES': '0,1'}; "
+            f"got {_args.shown(env)}. Write numbers as strings: '1', not 1."
         )
-    args = [f"--nproc-per-node={nproc}", *launcher_args, "-m", "helpers.ddp", *map(str, script_args)]
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise ValueError(f"launch: timeout must be a number of seconds above 0, got {_args.shown(timeout)}.")
+    echo = _args.boolean(echo, "echo", "launch", meaning="whether to print the output as it comes")
+    args = [f"--nproc-per-node={nproc}", *launcher_args, "-m", "helpers.ddp", *script_args]
     if echo:
         print("$ torchrun " + shlex.join(args), flush=True)
     # torchrun sets OMP_NUM_THREADS=1 (with a warning) when it is unset; share the cores out instead

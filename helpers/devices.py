@@ -5,8 +5,13 @@ Introduced in ``00_devices_and_tensors``. Nothing here probes the hardware at im
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import enum
 import json
+import numbers
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -19,6 +24,7 @@ from torch import nn
 
 __all__ = [
     "FreshProcessGPUs",
+    "as_device",
     "describe_devices",
     "gpus_in_fresh_process",
     "pick_device",
@@ -63,9 +69,144 @@ def _what_this_machine_has() -> str:
     return "; ".join(parts) + "; and the CPU ('cpu')"
 
 
-def _bad_device(asked: Any, problem: str, fix: str) -> ValueError:
+def _bad_device(asked: Any, problem: str, fix: str, *, name: str, caller: str) -> ValueError:
+    who = "Device" if caller == "pick_device" else f"{caller}: {name}"
     return ValueError(
-        f"Device {asked!r}: {problem}. This machine has {_what_this_machine_has()}. {fix}".strip()
+        f"{who} {asked!r}: {problem}. This machine has {_what_this_machine_has()}. {fix}".strip()
+    )
+
+
+def _hint_for_device_string(text: str) -> str:
+    """Why a device string that PyTorch refuses is wrong, in a few words, or ''."""
+    lower = text.lower()
+    if "gpu" in lower:
+        return " (NVIDIA GPUs are called 'cuda' in PyTorch)"
+    if lower != text:
+        try:
+            torch.device(lower)
+            return f" (device names are lower case: {lower!r})"
+        except RuntimeError:
+            pass
+    match = re.fullmatch(r"([a-z]+)[\s_-]*(\d+)", lower)
+    if match:
+        return f" (write the number after a colon: '{match.group(1)}:{match.group(2)}')"
+    return ""
+
+
+_DATA_TYPES = (torch.Tensor, nn.Module, np.ndarray, list, tuple, Mapping)
+
+
+def as_device(
+    value: Any, *, name: str = "device", caller: str = "as_device", check_available: bool = False
+) -> torch.device:
+    """Read a device argument the one way every helper reads it, and return a ``torch.device``.
+
+    Takes a ``torch.device`` or a device name (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``;
+    spaces around it are ignored). Anything else (``None``, a number, a tensor given where the
+    device goes) raises a ``TypeError``, and a name PyTorch does not know a ``ValueError``; both
+    name the argument (``name``) of the function (``caller``), what was given and what to do.
+    With ``check_available=True`` the machine must also have that device (see ``pick_device``).
+    """
+    if isinstance(value, torch.device):
+        device = value
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            if not text:
+                raise RuntimeError("empty")
+            device = torch.device(text)
+        except RuntimeError:
+            raise _bad_device(
+                value,
+                (
+                    "an empty string is no device"
+                    if not text
+                    else "this is not a device name PyTorch understands"
+                )
+                + _hint_for_device_string(text),
+                "Write 'cpu', 'cuda', 'cuda:N' with N a GPU number from 0, or 'mps'; "
+                "or call pick_device() with no argument to get the best device available.",
+                name=name,
+                caller=caller,
+            ) from None
+    else:
+        if value is None:
+            hint = f"Pass the device to use, e.g. {name}=pick_device()."
+        elif isinstance(value, bool):
+            hint = "Write 'cpu' or 'cuda'."
+        elif isinstance(value, int):
+            hint = f"Write 'cuda:{value}' for GPU number {value}, or 'cpu'."
+        elif isinstance(value, _DATA_TYPES):
+            hint = f"This looks like data, not a device: did you swap two arguments of {caller}?"
+        else:
+            hint = "Write 'cpu', 'cuda', 'cuda:N' or 'mps', or pass a torch.device."
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        raise TypeError(
+            f"{caller} expects {name} to be a device name such as 'cuda:0' or 'cpu', or a torch.device; "
+            f"got {type(value).__name__}: {shown}. {hint}"
+        )
+    return _available(device, value, name=name, caller=caller) if check_available else device
+
+
+def _available(device: torch.device, asked: Any, *, name: str, caller: str) -> torch.device:
+    """``device`` with its index, after checking that this machine has it; else a clear ``ValueError``."""
+    kind, index = device.type, device.index
+    if kind in {"cpu", "meta"}:
+        return torch.device(kind)
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            reason = (
+                "this PyTorch was built without CUDA"
+                if torch.version.cuda is None
+                else "no CUDA GPU is visible (no NVIDIA driver, no GPU, or CUDA_VISIBLE_DEVICES hides them)"
+            )
+            raise _bad_device(
+                asked,
+                reason,
+                "Call pick_device() with no argument to fall back to the CPU. " + _COLAB_HINT,
+                name=name,
+                caller=caller,
+            )
+        count = torch.cuda.device_count()
+        if index is None:
+            return torch.device("cuda", torch.cuda.current_device())
+        if index >= count:
+            raise _bad_device(
+                asked,
+                f"there is no GPU number {index}, only {count} (numbered 0 to {count - 1})",
+                f"Use 'cuda:0' to 'cuda:{count - 1}', or 'cuda' for the current one.",
+                name=name,
+                caller=caller,
+            )
+        return device
+    if kind == "mps":
+        if not _mps_available():
+            raise _bad_device(
+                asked,
+                "Apple's MPS backend is not available here (it needs a Mac with Apple silicon)",
+                "Call pick_device() with no argument to get the best device available.",
+                name=name,
+                caller=caller,
+            )
+        if index not in (None, 0):
+            raise _bad_device(
+                asked, "there is only one MPS device, mps:0", "Use 'mps'.", name=name, caller=caller
+            )
+        return torch.device("mps", 0)
+    module = getattr(torch, kind, None)
+    if module is not None and hasattr(module, "is_available") and module.is_available():
+        count = module.device_count() if hasattr(module, "device_count") else 1
+        if index is not None and index >= count:
+            raise _bad_device(
+                asked, f"there is no {kind} device number {index}, only {count}", "", name=name, caller=caller
+            )
+        return device if index is not None else torch.device(kind, 0)
+    raise _bad_device(
+        asked,
+        f"this machine has no {kind} device",
+        "Call pick_device() with no argument to get the best device available.",
+        name=name,
+        caller=caller,
     )
 
 
@@ -78,7 +219,8 @@ def pick_device(preferred: str | torch.device | None = None) -> torch.device:
 
     With a string or ``torch.device`` (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``): that
     device, after checking that this machine has it; otherwise a ``ValueError`` that says what
-    was asked, what the machine has, and what to do.
+    was asked, what the machine has, and what to do. Every helper that takes a device reads it
+    with the same parser, ``as_device``.
     """
     if preferred is None:
         if torch.cuda.is_available():
@@ -87,72 +229,7 @@ def pick_device(preferred: str | torch.device | None = None) -> torch.device:
             return torch.device("mps", 0)
         other = _other_accelerator()
         return other if other is not None else torch.device("cpu")
-
-    if isinstance(preferred, torch.device):
-        device = preferred
-    elif isinstance(preferred, str):
-        try:
-            device = torch.device(preferred.strip())
-        except RuntimeError:
-            raise _bad_device(
-                preferred,
-                "this is not a device name PyTorch understands"
-                + (" (NVIDIA GPUs are called 'cuda' in PyTorch)" if "gpu" in preferred.lower() else ""),
-                "Write 'cpu', 'cuda', 'cuda:N' with N a GPU number from 0, or 'mps'; "
-                "or call pick_device() with no argument to get the best device available.",
-            ) from None
-    else:
-        raise TypeError(
-            f"pick_device expects a device name such as 'cuda:0', a torch.device or None, "
-            f"got {type(preferred).__name__}: {preferred!r}"
-        )
-
-    kind, index = device.type, device.index
-    if kind in {"cpu", "meta"}:
-        return torch.device(kind)
-    if kind == "cuda":
-        if not torch.cuda.is_available():
-            reason = (
-                "this PyTorch was built without CUDA"
-                if torch.version.cuda is None
-                else "no CUDA GPU is visible (no NVIDIA driver, no GPU, or CUDA_VISIBLE_DEVICES hides them)"
-            )
-            raise _bad_device(
-                preferred,
-                reason,
-                "Call pick_device() with no argument to fall back to the CPU. " + _COLAB_HINT,
-            )
-        count = torch.cuda.device_count()
-        if index is None:
-            return torch.device("cuda", torch.cuda.current_device())
-        if index >= count:
-            raise _bad_device(
-                preferred,
-                f"there is no GPU number {index}, only {count} (numbered 0 to {count - 1})",
-                f"Use 'cuda:0' to 'cuda:{count - 1}', or 'cuda' for the current one.",
-            )
-        return device
-    if kind == "mps":
-        if not _mps_available():
-            raise _bad_device(
-                preferred,
-                "Apple's MPS backend is not available here (it needs a Mac with Apple silicon)",
-                "Call pick_device() with no argument to get the best device available.",
-            )
-        if index not in (None, 0):
-            raise _bad_device(preferred, "there is only one MPS device, mps:0", "Use 'mps'.")
-        return torch.device("mps", 0)
-    module = getattr(torch, kind, None)
-    if module is not None and hasattr(module, "is_available") and module.is_available():
-        count = module.device_count() if hasattr(module, "device_count") else 1
-        if index is not None and index >= count:
-            raise _bad_device(preferred, f"there is no {kind} device number {index}, only {count}", "")
-        return device if index is not None else torch.device(kind, 0)
-    raise _bad_device(
-        preferred,
-        f"this machine has no {kind} device",
-        "Call pick_device() with no argument to get the best device available.",
-    )
+    return as_device(preferred, name="preferred", caller="pick_device", check_available=True)
 
 
 def describe_devices() -> str:
@@ -187,10 +264,24 @@ def to_device(obj: T, device: torch.device | str, *, non_blocking: bool = False)
     """Move ``obj`` to ``device`` and return the moved object.
 
     Tensors are copied (``tensor.to`` returns a new tensor unless it is already there), so use the
-    return value. Tuples, lists, dicts and named tuples are rebuilt with their contents moved, at
-    any depth. Modules are moved in place and returned. Strings, numbers and ``None`` pass
-    through unchanged; a NumPy array is refused (convert it with ``torch.from_numpy`` first).
+    return value. Tuples, lists, dicts (``defaultdict`` and ``OrderedDict`` too), named tuples,
+    sets and dataclasses are rebuilt with their contents moved, at any depth. Modules are moved in
+    place and returned; any other object with a ``.to()`` method (a batch class of its own) is
+    moved by calling it. Strings, numbers, ``None``, paths, dtypes and devices pass through
+    unchanged. A NumPy array is refused (convert it with ``torch.from_numpy`` first), and so is an
+    object this function cannot see into, rather than leaving its tensors behind.
     """
+    target = as_device(device, name="device", caller="to_device", check_available=True)
+    if not isinstance(non_blocking, bool):
+        raise TypeError(f"to_device: non_blocking must be True or False, got {non_blocking!r}")
+    return _move(obj, target, non_blocking)
+
+
+# Values that hold no tensor: to_device returns them as they are.
+_LEAVES = (str, bytes, numbers.Number, np.generic, torch.dtype, torch.device, enum.Enum, os.PathLike, range)
+
+
+def _move(obj: Any, device: torch.device, non_blocking: bool) -> Any:
     if isinstance(obj, torch.Tensor | nn.Module):
         return obj.to(device, non_blocking=non_blocking)
     if isinstance(obj, np.ndarray):
@@ -198,17 +289,45 @@ def to_device(obj: T, device: torch.device | str, *, non_blocking: bool = False)
             "to_device got a NumPy array; turn it into a tensor first with torch.from_numpy(array) "
             "(which shares its memory) or torch.as_tensor(array)."
         )
+    if obj is None or obj is Ellipsis or isinstance(obj, _LEAVES):
+        return obj
+    method = getattr(obj, "to", None)
+    if callable(method) and not isinstance(obj, type):  # a batch class with its own .to(), as torch's
+        if non_blocking:
+            try:
+                moved = method(device, non_blocking=True)
+            except TypeError:  # a .to() that takes the device only
+                moved = method(device)
+        else:
+            moved = method(device)
+        return obj if moved is None else moved  # some .to() methods move in place and return None
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a named tuple
-        return type(obj)(*(to_device(item, device, non_blocking=non_blocking) for item in obj))
-    if isinstance(obj, list | tuple):
-        return type(obj)(to_device(item, device, non_blocking=non_blocking) for item in obj)
+        return type(obj)(*(_move(item, device, non_blocking) for item in obj))
+    if isinstance(obj, list | tuple | set | frozenset):
+        return type(obj)(_move(item, device, non_blocking) for item in obj)
+    if isinstance(obj, dict):
+        moved = copy.copy(obj)  # keeps the type, and a defaultdict's default factory
+        for key, value in obj.items():
+            moved[key] = _move(value, device, non_blocking)
+        return moved
     if isinstance(obj, Mapping):
-        moved = {key: to_device(value, device, non_blocking=non_blocking) for key, value in obj.items()}
+        items = {key: _move(value, device, non_blocking) for key, value in obj.items()}
         try:
-            return type(obj)(moved)
+            return type(obj)(items)
         except TypeError:  # a mapping type that cannot be built from a dict
-            return moved
-    return obj
+            return items
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        fields = {
+            f.name: _move(getattr(obj, f.name), device, non_blocking)
+            for f in dataclasses.fields(obj)
+            if f.init
+        }
+        return dataclasses.replace(obj, **fields)
+    raise TypeError(
+        f"to_device cannot move a {type(obj).__name__}: it is not a tensor, module, tuple, list, dict or "
+        "dataclass, and it has no .to() method, so its tensors would stay where they are. Give the class "
+        "a .to(device) method that returns the moved object, or move its tensors yourself."
+    )
 
 
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:

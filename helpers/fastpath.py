@@ -15,7 +15,36 @@ from typing import Any
 import torch
 from torch import nn
 
+from helpers import _args
+from helpers.devices import as_device
+
 __all__ = ["Autocast", "DeviceLoader", "bf16_supported", "dataset_tensors"]
+
+
+def _class_labels(targets: Any) -> torch.Tensor:
+    """``targets`` as int64 class numbers, refusing values that converting would change (1.7 -> 1)."""
+    try:
+        labels = torch.as_tensor(targets)
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise TypeError(
+            f"dataset_tensors: dataset.targets must be class numbers (0, 1, 2, ...), got "
+            f"{type(targets).__name__} {_args.shown(targets)} ({error})."
+        ) from None
+    if labels.is_complex():
+        raise TypeError(
+            f"dataset_tensors: dataset.targets are complex numbers ({labels.dtype}), not class numbers."
+        )
+    if labels.is_floating_point():
+        whole = torch.isfinite(labels) & (labels == labels.round())
+        if not bool(whole.all()):
+            index = int((~whole).nonzero()[0, 0]) if labels.dim() else 0
+            value = labels.reshape(-1)[index].item()
+            raise ValueError(
+                f"dataset_tensors: dataset.targets[{index}] is {value}, not a whole number; class labels are "
+                "0, 1, 2, ... and converting would change it. For soft labels or regression targets, build "
+                "the tensors yourself: torch.as_tensor(dataset.targets, dtype=torch.float32)."
+            )
+    return labels.to(torch.int64)
 
 
 def dataset_tensors(
@@ -39,12 +68,18 @@ def dataset_tensors(
             f"{' or '.join('.' + m for m in missing)}. For another dataset, build the tensors yourself, "
             "e.g. torch.stack([image for image, _ in dataset])."
         )
+    device = as_device(device, name="device", caller="dataset_tensors", check_available=True)
+    if not isinstance(memory_format, torch.memory_format):
+        raise TypeError(
+            "dataset_tensors: memory_format must be torch.contiguous_format or torch.channels_last, "
+            f"got {_args.shown(memory_format)}."
+        )
     data = torch.as_tensor(dataset.data)
     if data.dtype != torch.uint8 or data.dim() != 4 or data.shape[-1] != 3:
         raise ValueError(
             f"dataset.data should be uint8 images of shape (N, H, W, 3), got {data.dtype} {tuple(data.shape)}"
         )
-    labels = torch.as_tensor(dataset.targets, dtype=torch.int64)
+    labels = _class_labels(dataset.targets)
     if labels.shape != (data.shape[0],):
         raise ValueError(
             f"{data.shape[0]} images but {tuple(labels.shape)} targets: they must match one to one"
@@ -105,7 +140,21 @@ class DeviceLoader:
         if sizes == {0}:
             raise ValueError("The tensors hold no samples: DeviceLoader needs at least one row")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+            raise ValueError(f"DeviceLoader: batch_size must be a positive int, got {batch_size!r}")
+        shuffle = _args.boolean(shuffle, "shuffle", "DeviceLoader")
+        drop_last = _args.boolean(drop_last, "drop_last", "DeviceLoader")
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise TypeError(
+                "DeviceLoader: generator must be a torch.Generator, e.g. torch.Generator().manual_seed(0), "
+                f"or None; got {type(generator).__name__} {_args.shown(generator)}."
+            )
+        samples = int(tensors[0].shape[0])
+        if drop_last and batch_size > samples:
+            raise ValueError(
+                f"DeviceLoader: batch_size={batch_size} with drop_last=True gives no batch at all: there are "
+                f"only {samples} samples, and the one incomplete batch is dropped. Use batch_size={samples} "
+                "or less, or drop_last=False."
+            )
         self.tensors = tensors
         self.batch_size = batch_size
         self.shuffle = shuffle
@@ -168,7 +217,7 @@ def bf16_supported(device: torch.device | str) -> bool:
     AVX512-BF16 or AMX-BF16 instructions (x86), or BF16 (Arm), as ``torch.cpu.get_capabilities``
     reports them; without them bf16 is emulated and slower than float32. Other devices: False.
     """
-    device = torch.device(device)
+    device = as_device(device, name="device", caller="bf16_supported")
     if device.type == "cuda":
         if not torch.cuda.is_available():
             return False
@@ -196,6 +245,10 @@ class Autocast(nn.Module):
 
     def __init__(self, model: nn.Module, dtype: torch.dtype = torch.bfloat16) -> None:
         super().__init__()
+        if not isinstance(model, nn.Module):
+            raise TypeError(
+                f"Autocast wraps a model (an nn.Module), got {type(model).__name__} {_args.shown(model)}."
+            )
         if dtype not in (torch.bfloat16, torch.float16):
             raise ValueError(f"autocast computes in torch.bfloat16 or torch.float16, got {dtype}")
         self.model = model

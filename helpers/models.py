@@ -13,6 +13,34 @@ from torch.nn import functional as F
 __all__ = ["CifarNet", "SimpleModel", "Tudui", "count_parameters"]
 
 
+def _check_images(model: str, x: object) -> None:
+    """Refuse what the first layers would reject with an error that names neither the model nor the fix.
+
+    Shapes and dtypes only: no work on the device, and nothing ``torch.compile`` cannot guard on.
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{model} expects a tensor of images (N, 3, 32, 32), got {type(x).__name__}.")
+    if x.dim() == 3 and tuple(x.shape) == (3, 32, 32):
+        raise ValueError(
+            f"{model} expects a batch of images (N, 3, 32, 32), got one image {tuple(x.shape)}: "
+            "add the batch dimension, model(x.unsqueeze(0))."
+        )
+    if x.dim() != 4 or tuple(x.shape[1:]) != (3, 32, 32):
+        hint = (
+            " (channels last? use x.permute(0, 3, 1, 2))"
+            if x.dim() == 4 and tuple(x.shape[1:]) == (32, 32, 3)
+            else ""
+        )
+        raise ValueError(
+            f"{model} expects images of shape (N, 3, 32, 32), CIFAR-10's, got {tuple(x.shape)}{hint}."
+        )
+    if not x.is_floating_point():
+        raise TypeError(
+            f"{model} expects float images, got {x.dtype}: convert them, e.g. x.float() / 255, "
+            "or with transforms.ToTensor()."
+        )
+
+
 class Tudui(nn.Module):
     """Seed 000's CIFAR-10 convnet (145,578 parameters); trained in ``01_cuda_method``.
 
@@ -37,6 +65,7 @@ class Tudui(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _check_images("Tudui", x)
         return self.model(x)
 
 
@@ -57,6 +86,7 @@ class CifarNet(nn.Module):
         self.fc3 = nn.Linear(84, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _check_images("CifarNet", x)
         x = self.pool(F.relu(self.conv1(x)))
         x = self.pool(F.relu(self.conv2(x)))
         x = torch.flatten(x, 1)
@@ -78,4 +108,10 @@ class SimpleModel(nn.Module):
 
 def count_parameters(model: nn.Module) -> int:
     """The number of trainable parameters (elements, not tensors) of ``model``."""
+    if isinstance(model, type):
+        raise TypeError(
+            f"count_parameters: model is the class {model.__name__}; pass a model: {model.__name__}()."
+        )
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"count_parameters: model must be an nn.Module, got {type(model).__name__}.")
     return sum(p.numel() for p in model.parameters() if p.requires_grad)

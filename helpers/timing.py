@@ -10,6 +10,7 @@ after warm-up calls. ``autorange`` and ``compare`` are thin wrappers around
 from __future__ import annotations
 
 import json
+import numbers
 import re
 import time
 from collections.abc import Callable, Iterable
@@ -19,6 +20,9 @@ from typing import Any
 
 import torch
 from torch.utils import benchmark
+
+from helpers import _args
+from helpers.devices import as_device
 
 __all__ = [
     "Stopwatch",
@@ -34,9 +38,17 @@ __all__ = [
 ]
 
 
+def _callable(fn: Any, caller: str) -> None:
+    if not callable(fn):
+        raise TypeError(
+            f"{caller}: fn must be a function to call with no arguments, e.g. lambda: model(x); "
+            f"got {type(fn).__name__} {_args.shown(fn)} (a result, not a call?)."
+        )
+
+
 def synchronize(device: torch.device | str) -> None:
     """Wait until ``device`` has finished all the work queued on it; on the CPU there is none to wait for."""
-    device = torch.device(device)
+    device = as_device(device, name="device", caller="synchronize", check_available=True)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     elif device.type == "mps":
@@ -59,7 +71,7 @@ class Stopwatch:
     """
 
     def __init__(self, device: torch.device | str) -> None:
-        self.device = torch.device(device)
+        self.device = as_device(device, name="device", caller="Stopwatch", check_available=True)
         self.seconds: float | None = None
         self._start: Any = None
 
@@ -97,8 +109,10 @@ def time_calls(
     calls of anything pay one-off costs (kernel loading, library handles, autotuning,
     compilation), which ``warmup`` keeps out of the figures.
     """
-    if warmup < 0 or repeats < 1:
-        raise ValueError(f"need warmup >= 0 and repeats >= 1, got warmup={warmup}, repeats={repeats}")
+    _callable(fn, "time_calls")
+    device = as_device(device, name="device", caller="time_calls", check_available=True)
+    warmup = _args.integer(warmup, "warmup", "time_calls", minimum=0, meaning="how many untimed calls")
+    repeats = _args.integer(repeats, "repeats", "time_calls", minimum=1, meaning="how many timed calls")
     for _ in range(warmup):
         fn()
     times = []
@@ -111,6 +125,11 @@ def time_calls(
 
 def images_per_second(images: int, seconds: float) -> float:
     """Throughput: ``images / seconds``, refusing a zero or negative time (a clock read too early)."""
+    for name, value in (("images", images), ("seconds", seconds)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(
+                f"images_per_second: {name} must be a number, got {type(value).__name__} {value!r}."
+            )
     if seconds <= 0:
         raise ValueError(
             f"{images} images in {seconds} s: a time of zero or less means the clock was read wrongly; "
@@ -136,6 +155,7 @@ def autorange(
     otherwise; this wrapper uses as many as PyTorch trains with (``torch.get_num_threads()``), so
     CPU figures match training. ``label``/``sub_label``/``description`` lay out ``compare``'s table.
     """
+    _callable(fn, "autorange")
     timer = benchmark.Timer(
         stmt="fn()",
         globals={"fn": fn},
@@ -152,7 +172,14 @@ def compare(measurements: Iterable[benchmark.Measurement]) -> str:
 
     Rows are the ``sub_label``s, columns the ``description``s, one table per ``label``.
     """
-    table = benchmark.Compare(list(measurements))
+    measurements = list(measurements) if isinstance(measurements, Iterable) else [measurements]
+    wrong = [type(m).__name__ for m in measurements if not isinstance(m, benchmark.Measurement)]
+    if wrong or not measurements:
+        raise TypeError(
+            "compare: measurements must be a list of what autorange() returns (Measurement objects); "
+            f"got {', '.join(wrong) if wrong else 'none'}."
+        )
+    table = benchmark.Compare(measurements)
     table.trim_significant_figures()
     return str(table)
 
@@ -174,6 +201,9 @@ def result_stem(device_type: str, device_name: str, *, quick: bool = False) -> s
     ``bench-cuda-nvidia-h100-80gb-hbm3``, ``bench-cpu-amd-epyc``, ``bench-cpu-amd-epyc-quick``: a
     CPU run never overwrites a GPU result, nor a quick run a full one.
     """
+    for name, value in (("device_type", device_type), ("device_name", device_name)):
+        if not isinstance(value, str):
+            raise TypeError(f"result_stem: {name} must be a string, got {type(value).__name__} {value!r}.")
     slug = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-") or "unknown"
     return f"bench-{device_type}-{slug}" + ("-quick" if quick else "")
 
@@ -190,6 +220,12 @@ def load_results(
     ``quick=False`` (the default) leaves out quick runs, ``None`` keeps both. Each result gets a
     ``"path"`` entry; a file that is not a benchmark result raises a ``ValueError`` naming it.
     """
+    if not isinstance(folder, str | Path):
+        raise TypeError(
+            f"load_results: folder must be a folder path, e.g. results_dir(); got {type(folder).__name__}."
+        )
+    if quick is not None and not isinstance(quick, bool):
+        raise TypeError(f"load_results: quick must be True, False or None (both), got {quick!r}.")
     folder = Path(folder)
     results = []
     for path in sorted(folder.glob("bench-*.json")) if folder.is_dir() else []:
@@ -215,6 +251,12 @@ def load_results(
 
 def describe_result(result: dict) -> str:
     """A few lines saying what a benchmark result measured, on which hardware and when."""
+    missing = [key for key in _REQUIRED if key not in result] if isinstance(result, dict) else list(_REQUIRED)
+    if missing:
+        raise ValueError(
+            f"describe_result takes one result of load_results() (a dict), which has {list(_REQUIRED)}; "
+            f"this one lacks {missing}."
+        )
     device, versions, settings, summary = (result[k] for k in ("device", "versions", "settings", "summary"))
     speed, accuracy = summary["images_per_second"], summary["test_accuracy"]
     ratio, same = summary["ratio"], summary["ratio_same_batches"]

@@ -105,6 +105,23 @@ def test_gpu_hint_only_on_a_colab_cpu_runtime():
     assert "Runtime > Change runtime type" in hint and "GPU" in hint
 
 
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (lambda: colab_gpu_hint(on_colab="False", has_gpu=False), "on_colab must be True or False"),
+        (lambda: colab_gpu_hint(on_colab=True, has_gpu=0), "has_gpu must be True or False"),
+        (lambda: colab_install_command(on_colab="no"), "on_colab must be True or False"),
+        (lambda: colab_install_command(on_colab=True, python=None), "python must be a string"),
+        (lambda: colab_url(0), "notebook must be a string"),
+        (lambda: colab_url("a.ipynb", branch=None), "branch must be a string"),
+        (lambda: helpers_requirement(repository=None), "repository must be a string"),
+    ],
+)
+def test_course_helpers_name_a_wrong_argument(call, words):
+    with pytest.raises(TypeError, match=words):
+        call()
+
+
 # --- every notebook ---------------------------------------------------------------------------
 
 

@@ -180,3 +180,72 @@ def test_budget_depends_on_device_and_quick_mode(monkeypatch):
     monkeypatch.setenv("COURSE_QUICK", "1")
     quick = training_budget("cuda:0", gpu_epochs=10, cpu_epochs=3, quick_train_size=64, quick_epochs=1)
     assert (quick.train_size, quick.num_epochs) == (64, 1) and "quick" in str(quick)
+
+
+# --- bad arguments: each refused with the argument named, never a split picked by truthiness ------
+
+
+@pytest.mark.parametrize(
+    ("train", "fix"),
+    [
+        ("test", "train=False"),
+        ("val", "train=False"),
+        ("train", "train=True"),
+        (1, "train=True"),
+        (0, "train=False"),
+        (None, "train=True"),
+        ([True], "train=True"),
+    ],
+)
+def test_train_must_be_a_bool_not_a_split_name(train, fix):
+    with pytest.raises(TypeError, match=rf"train must be True.*got .*{fix}"):
+        load_cifar10(train, source="synthetic", size=5)
+
+
+def test_a_numpy_bool_picks_the_split():
+    assert not load_cifar10(np.bool_(False), source="synthetic", size=3).train
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        ({"size": 1e4}, TypeError, "size=10_000"),
+        ({"size": "100"}, TypeError, "size"),
+        ({"size": -3}, ValueError, "size .*1 or more, got -3"),
+        ({"size": True}, TypeError, "size"),
+        ({"transform": transforms.ToTensor}, TypeError, r"class ToTensor.*ToTensor\(\)"),
+        ({"transform": "to_tensor"}, TypeError, "transform must be a function"),
+        ({"source": 1}, TypeError, "source must be"),
+        ({"root": 3}, TypeError, "root must be a folder"),
+        ({"seed": 0.5}, TypeError, "seed"),
+    ],
+)
+def test_load_cifar10_names_the_wrong_argument(kwargs, error, words):
+    with pytest.raises(error, match=words):
+        load_cifar10(True, **{"source": "synthetic", **kwargs})
+
+
+def test_a_numpy_integer_size_is_a_size():
+    assert len(load_cifar10(True, source="synthetic", size=np.int64(4))) == 4
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        ({"gpu_epochs": -1}, ValueError, "gpu_epochs .*1 or more, got -1"),
+        ({"cpu_epochs": 0}, ValueError, "cpu_epochs .*1 or more"),
+        ({"quick_epochs": 2.5}, TypeError, "quick_epochs"),
+        ({"cpu_train_size": -100}, ValueError, "cpu_train_size .*1 or more, got -100"),
+        ({"cpu_test_size": 0}, ValueError, "cpu_test_size"),
+        ({"quick_train_size": 2e3}, TypeError, "quick_train_size=2_000"),
+        ({"quick_test_size": "500"}, TypeError, "quick_test_size"),
+    ],
+)
+def test_training_budget_refuses_negative_and_non_integer_sizes_and_epochs(kwargs, error, words):
+    with pytest.raises(error, match=words):
+        training_budget("cpu", **{"gpu_epochs": 3, "cpu_epochs": 1, **kwargs})
+
+
+def test_training_budget_takes_none_for_all_images_and_numpy_integers():
+    budget = training_budget("cpu", gpu_epochs=np.int64(4), cpu_epochs=np.int32(2), cpu_train_size=None)
+    assert budget.train_size is None and budget.num_epochs == 2 and type(budget.num_epochs) is int

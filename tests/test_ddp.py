@@ -220,7 +220,7 @@ def test_a_run_past_its_timeout_is_stopped_with_its_workers(tmp_path):
 def test_a_failed_launch_raises_with_the_output():
     with pytest.raises(RuntimeError, match="invalid choice: 'resnet'"):
         torchrun("--model", "resnet", nproc=1)
-    with pytest.raises(ValueError, match="at least 1"):
+    with pytest.raises(ValueError, match="nproc .*must be 1 or more, got 0"):
         launch([], nproc=0)
 
 
@@ -311,3 +311,29 @@ def test_lines_of_two_unbuffered_ranks_sharing_a_pipe_stay_whole():
         lines = pipe.read().splitlines()
     assert [process.wait(timeout=60) for process in ranks] == [0, 0]
     assert sorted(set(lines)) == [line.format(0), line.format(1)] and len(lines) == 4000
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        ({"script_args": "--epochs 2"}, TypeError, r"script_args is one string.*shlex.split\('--epochs 2'\)"),
+        ({"script_args": "--epochs=2 --out a.pt"}, TypeError, "split into characters"),
+        ({"script_args": b"--epochs 2"}, TypeError, "one string"),
+        ({"script_args": ["--train-size", None]}, TypeError, r"script_args\[1\] is None"),
+        ({"script_args": ["--no-shuffle", True]}, TypeError, r"script_args\[1\] is True"),
+        ({"script_args": {"--epochs": 2}}, TypeError, "script_args must be a list"),
+        ({"launcher_args": "--standalone"}, TypeError, "launcher_args is one string"),
+        ({"nproc": "2"}, TypeError, "nproc"),
+        ({"nproc": 2.0}, TypeError, "nproc=2"),
+        ({"nproc": -1}, ValueError, "nproc .*1 or more"),
+        ({"env": {"OMP_NUM_THREADS": 1}}, TypeError, "env must map .*'1', not 1"),
+        ({"env": ["A=1"]}, TypeError, "env must map"),
+        ({"timeout": 0}, ValueError, "timeout must be a number of seconds above 0"),
+        ({"timeout": "60"}, ValueError, "timeout"),
+        ({"echo": "no"}, TypeError, "echo .*True or False"),
+    ],
+)
+def test_launch_refuses_arguments_it_would_mangle_before_starting_anything(kwargs, error, words):
+    arguments = {"script_args": ["--epochs", 1], "nproc": 1, **kwargs}
+    with pytest.raises(error, match=words):
+        launch(**arguments)

@@ -188,3 +188,144 @@ def test_to_numpy_from_the_gpu_is_a_copy():
     array = to_numpy(t)
     array[0] = 5
     assert t[0].item() == 0
+
+
+# --- one parser for every device argument ------------------------------------------------------
+
+
+def _device_takers():
+    """Every public helper that takes a device, as a function of that device alone."""
+    from helpers.data import training_budget
+    from helpers.fastpath import bf16_supported, dataset_tensors
+    from helpers.timing import synchronize
+    from helpers.train import evaluate
+
+    class Tiny:
+        data = np.zeros((2, 4, 4, 3), dtype=np.uint8)
+        targets = [0, 1]
+
+    batches = [(torch.zeros(2, 3), torch.tensor([0, 1]))]
+    return {
+        "pick_device": pick_device,
+        "to_device": lambda d: to_device(torch.ones(1), d),
+        "training_budget": lambda d: training_budget(d, gpu_epochs=2, cpu_epochs=1),
+        "dataset_tensors": lambda d: dataset_tensors(Tiny(), d),
+        "bf16_supported": bf16_supported,
+        "synchronize": synchronize,
+        "evaluate": lambda d: evaluate(nn.Linear(3, 2), batches, nn.CrossEntropyLoss(), d, progress=False),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_device_takers()))
+@pytest.mark.parametrize("spelling", ["cpu", " cpu", "cpu\n", torch.device("cpu")])
+def test_every_device_argument_accepts_the_same_spellings(name, spelling):
+    _device_takers()[name](spelling)
+
+
+@pytest.mark.parametrize("name", sorted(_device_takers()))
+@pytest.mark.parametrize(
+    ("bad", "error", "words"),
+    [
+        ("CPU", ValueError, "lower case: 'cpu'"),
+        ("gpu", ValueError, "called 'cuda'"),
+        ("cuda0", ValueError, "'cuda:0'"),
+        ("cuda 1", ValueError, "'cuda:1'"),
+        ("", ValueError, "empty"),
+        (0, TypeError, "'cuda:0'"),
+        (True, TypeError, "'cpu'"),
+        (1.5, TypeError, "torch.device"),
+        (torch.ones(2), TypeError, "swap"),
+    ],
+)
+def test_every_device_argument_refuses_the_same_mistakes_naming_the_argument(name, bad, error, words):
+    with pytest.raises(error) as info:
+        _device_takers()[name](bad)
+    message = str(info.value)
+    assert words in message, message
+    assert name in message or "Device" in message, message
+
+
+@pytest.mark.parametrize("name", sorted(set(_device_takers()) - {"pick_device"}))
+def test_none_as_a_device_says_what_to_pass(name):
+    with pytest.raises(TypeError, match="pick_device()"):
+        _device_takers()[name](None)
+
+
+@pytest.mark.parametrize("name", ["to_device", "dataset_tensors", "synchronize", "evaluate"])
+@pytest.mark.parametrize("absent", ["cuda:99", "mps:3", "xpu:7"])
+def test_a_device_the_machine_lacks_is_refused_where_data_would_go_there(name, absent):
+    if absent.startswith("xpu") and hasattr(torch, "xpu") and torch.xpu.is_available():
+        pytest.skip("this machine has an XPU")
+    with pytest.raises(ValueError, match="This machine has"):
+        _device_takers()[name](absent)
+
+
+# --- to_device: nothing comes back unmoved -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "swapped", [("cpu", torch.ones(2)), (torch.device("cpu"), torch.ones(2)), ("meta", nn.Linear(2, 2))]
+)
+def test_to_device_with_swapped_arguments_says_so(swapped):
+    with pytest.raises(TypeError, match="swap two arguments of to_device"):
+        to_device(*swapped)
+
+
+class _BatchWithTo:
+    """A batch class with its own .to(), as many libraries have (the keyword non_blocking included)."""
+
+    def __init__(self, x):
+        self.x = x
+
+    def to(self, device, non_blocking=False):
+        return _BatchWithTo(self.x.to(device, non_blocking=non_blocking))
+
+
+class _MovesInPlace:
+    def __init__(self, x):
+        self.x = x
+
+    def to(self, device):  # no non_blocking, returns None
+        self.x = self.x.to(device)
+
+
+def test_to_device_calls_a_batch_objects_own_to():
+    moved = to_device({"batch": _BatchWithTo(torch.ones(2))}, "meta")
+    assert moved["batch"].x.device.type == "meta"
+    in_place = _MovesInPlace(torch.ones(2))
+    assert to_device(in_place, "meta", non_blocking=True) is in_place and in_place.x.device.type == "meta"
+
+
+def test_to_device_moves_dataclasses_sets_and_keeps_a_defaultdicts_factory():
+    import dataclasses
+    from collections import defaultdict
+
+    @dataclasses.dataclass(frozen=True)
+    class Sample:
+        image: torch.Tensor
+        label: int
+
+    moved = to_device([Sample(torch.ones(1), 3)], "meta")[0]
+    assert isinstance(moved, Sample) and moved.image.device.type == "meta" and moved.label == 3
+    counts = defaultdict(list, a=torch.ones(1))
+    moved = to_device(counts, "meta")
+    assert isinstance(moved, defaultdict) and moved.default_factory is list and moved["a"].is_meta
+    assert {t.device.type for t in to_device({torch.ones(1)}, "meta")} == {"meta"}
+
+
+def test_to_device_passes_plain_values_through():
+    from pathlib import Path
+
+    values = ("name", b"raw", 3, 2.5, None, np.float32(1.5), torch.float16, Path("a.png"), range(3))
+    assert to_device(values, "cpu") == values
+
+
+@pytest.mark.parametrize("opaque", [object(), lambda: 1, type("Holder", (), {"t": torch.ones(1)})()])
+def test_to_device_refuses_what_it_cannot_see_into(opaque):
+    with pytest.raises(TypeError, match=r"to_device cannot move a .*\.to\(device\)"):
+        to_device([opaque], "cpu")
+
+
+def test_to_device_refuses_a_non_bool_non_blocking():
+    with pytest.raises(TypeError, match="non_blocking"):
+        to_device(torch.ones(1), "cpu", non_blocking="yes")

@@ -236,3 +236,74 @@ def test_an_iterator_made_and_dropped_draws_as_a_dataloaders_does():
     ours = DeviceLoader(x, batch_size=7, shuffle=True)
     iter(ours)
     assert _same_batches(list(ours), expected)
+
+
+# --- nothing silently wrong: no epoch without batches, no label cut to an integer ----------------
+
+
+@pytest.mark.parametrize(("n", "batch_size"), [(300, 512), (1, 2), (63, 64)])
+def test_drop_last_with_a_batch_larger_than_the_data_is_refused(n, batch_size):
+    with pytest.raises(ValueError, match=rf"batch_size={batch_size} with drop_last=True gives no batch.*{n}"):
+        DeviceLoader(torch.zeros(n, 2), torch.zeros(n), batch_size=batch_size, drop_last=True)
+    assert len(DeviceLoader(torch.zeros(n, 2), batch_size=batch_size)) == 1  # without drop_last: one batch
+    assert len(DeviceLoader(torch.zeros(n, 2), batch_size=n, drop_last=True)) == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"shuffle": "yes"}, TypeError, "shuffle must be True or False"),
+        ({"drop_last": 1}, TypeError, "drop_last must be True or False"),
+        ({"generator": 5}, TypeError, r"generator must be a torch.Generator"),
+        ({"generator": torch.manual_seed}, TypeError, r"generator must be a torch.Generator"),
+    ],
+)
+def test_device_loader_options_are_checked(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        DeviceLoader(torch.zeros(8), batch_size=2, **kwargs)
+
+
+class _Images:
+    def __init__(self, targets):
+        self.data = torch.zeros(len(targets), 4, 4, 3, dtype=torch.uint8).numpy()
+        self.targets = targets
+
+
+@pytest.mark.parametrize(
+    ("targets", "where"),
+    [
+        ([0, 1.7, 2], "targets\\[1\\] is 1.7"),
+        ([0.5, 1.0], "targets\\[0\\] is 0.5"),
+        ([1, float("nan")], "nan"),
+    ],
+)
+def test_dataset_tensors_refuses_labels_that_converting_would_change(targets, where):
+    with pytest.raises(ValueError, match=f"{where}.*not a whole number"):
+        dataset_tensors(_Images(targets))
+
+
+@pytest.mark.parametrize(
+    "targets", [[0.0, 2.0, 9.0], torch.tensor([0.0, 2.0, 9.0]), [0, 2, 9], (0, 2, 9), torch.tensor([0, 2, 9])]
+)
+def test_dataset_tensors_takes_whole_numbers_in_any_form(targets):
+    _, labels = dataset_tensors(_Images(targets))
+    assert labels.dtype == torch.int64 and labels.tolist() == [0, 2, 9]
+
+
+@pytest.mark.parametrize("targets", [["cat", "dog"], [object(), object()]])
+def test_dataset_tensors_refuses_labels_that_are_not_numbers(targets):
+    with pytest.raises(TypeError, match="dataset.targets must be class numbers"):
+        dataset_tensors(_Images(targets))
+
+
+def test_dataset_tensors_checks_its_options():
+    with pytest.raises(TypeError, match="memory_format must be"):
+        dataset_tensors(_Images([0, 1]), memory_format="channels_last")
+    with pytest.raises(ValueError, match="dataset_tensors: device 'cuda:99'.*This machine has"):
+        dataset_tensors(_Images([0, 1]), "cuda:99")
+
+
+@pytest.mark.parametrize("model", [None, nn.Linear, "resnet"])
+def test_autocast_wraps_models_only(model):
+    with pytest.raises(TypeError, match="Autocast wraps a model"):
+        Autocast(model)

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_synchronize_on_devices_without_a_queue_returns_at_once():
     synchronize("cpu")
     synchronize(torch.device("meta"))
-    with pytest.raises(ValueError, match="Do not know how to wait for a 'xla' device"):
+    with pytest.raises(ValueError, match="synchronize: device 'xla': this machine has no xla device"):
         synchronize("xla")
 
 
@@ -55,8 +55,42 @@ def test_time_calls_leaves_the_warmup_out():
     times = time_calls(slow_first_call, "cpu", warmup=1, repeats=4)
     assert len(calls) == 5 and len(times) == 4
     assert all(0.009 <= t < 0.25 for t in times)
-    with pytest.raises(ValueError, match="repeats >= 1"):
+    with pytest.raises(ValueError, match="repeats .*must be 1 or more, got 0"):
         time_calls(slow_first_call, "cpu", repeats=0)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "words"),
+    [
+        (lambda: time_calls(3.0, "cpu"), TypeError, "fn must be a function"),
+        (lambda: time_calls(lambda: None, "cpu", warmup=-1), ValueError, "warmup"),
+        (lambda: time_calls(lambda: None, "cpu", repeats=2.5), TypeError, "repeats"),
+        (lambda: time_calls(lambda: None, None), TypeError, "device"),
+        (lambda: Stopwatch("cuda:99"), ValueError, "Stopwatch: device 'cuda:99'"),
+        (lambda: images_per_second("1000", 2.0), TypeError, "images must be a number"),
+        (lambda: autorange(None), TypeError, "autorange: fn must be a function"),
+    ],
+)
+def test_bad_timing_arguments_are_named(call, error, words):
+    with pytest.raises(error, match=words):
+        call()
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "words"),
+    [
+        (lambda: compare([0.5, 0.7]), TypeError, "compare: measurements must be a list of what autorange"),
+        (lambda: compare([]), TypeError, "got none"),
+        (lambda: result_stem("cuda", None), TypeError, "device_name must be a string"),
+        (lambda: describe_result({"device": {}}), ValueError, r"lacks \['versions'"),
+        (lambda: describe_result([]), ValueError, "describe_result takes one result"),
+        (lambda: load_results(None), TypeError, "load_results: folder must be a folder path"),
+        (lambda: load_results("results", quick="yes"), TypeError, "quick must be True, False or None"),
+    ],
+)
+def test_bad_result_arguments_are_named(call, error, words):
+    with pytest.raises(error, match=words):
+        call()
 
 
 def test_images_per_second():
