@@ -36,7 +36,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 from torchvision import transforms
 
-from helpers.checkpoint import save_checkpoint
+from helpers.checkpoint import gather_rng_states, save_checkpoint
 from helpers.data import SyntheticCIFAR10, load_cifar10
 from helpers.models import CifarNet, Tudui
 
@@ -268,6 +268,7 @@ def _train(args: argparse.Namespace, ctx: Context) -> None:
                 f"epoch {epoch + 1}: the training loss became {record['train_loss']} (not a number): "
                 f"training diverged at lr {lr:g}. Lower the learning rate (--lr); nothing was saved."
             )
+        rng_states = gather_rng_states()  # each rank's random state, for an exact resume (a collective)
         verdict = [None]
         if ctx.rank == 0:
             model.eval()
@@ -288,7 +289,8 @@ def _train(args: argparse.Namespace, ctx: Context) -> None:
                 ]
             else:
                 extra = {"history": history, "world_size": ctx.world_size, "backend": ctx.backend, "lr": lr}
-                save_checkpoint(args.out, ddp_model, optimizer, epoch, model_name=args.model, **extra)
+                extra["model_name"] = args.model
+                save_checkpoint(args.out, ddp_model, optimizer, epoch, rng_state=rng_states, **extra)
                 log(
                     f"epoch {epoch + 1}: {int(seen):,} images in {seconds:.1f} s ({seen / seconds:,.0f}/s), "
                     f"train loss {record['train_loss']:.3f}, test accuracy {record['test_accuracy']:.1%}; "

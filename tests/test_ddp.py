@@ -51,6 +51,9 @@ def test_two_gloo_processes_train_and_end_with_identical_weights(tmp_path):
     assert epoch == 1 and extra["world_size"] == 2 and extra["backend"] == "gloo"
     assert all(torch.equal(value, rank0[key]) for key, value in plain.state_dict().items())
     assert len(extra["history"]) == 2 and not list(tmp_path.glob(".*.tmp"))
+    # each rank's random state, for an exact resume under DDP
+    saved = torch.load(tmp_path / "ddp.pt", weights_only=True)["rng_per_rank"]
+    assert isinstance(saved, list) and len(saved) == 2
 
 
 def _first_batch_step(batch, seed=0, lr=None, size=256):
