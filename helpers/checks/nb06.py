@@ -365,6 +365,22 @@ def _setup(device: torch.device):
     return model, batches, nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), lr=0.1)
 
 
+@contextlib.contextmanager
+def _full_float32(device: torch.device) -> Iterator[None]:
+    """On a CUDA GPU, TF32 off while the check trains, so that the weights compare with the CPU's."""
+    saved = None
+    if device.type == "cuda":
+        with contextlib.suppress(Exception):  # a torch that refuses the legacy flags keeps its own
+            saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        if saved is not None:
+            with contextlib.suppress(Exception):
+                torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
 def _reference_epoch() -> tuple[nn.Module, torch.Tensor]:
     model, batches, loss_fn, optimizer = _setup(torch.device("cpu"))
     total, seen = 0.0, 0
@@ -387,7 +403,7 @@ def check_train_epoch(train_epoch: Callable[..., Any]) -> str:
     reference_model, expected = _reference_epoch()
     for m in device_machines():
         m.cuda_fix = "stay on the device of the model and the batches"
-        with m.tried():
+        with m.tried(), _full_float32(m.device):
             model, batches, loss_fn, optimizer = _setup(m.device)
             answer = m.run(train_epoch, model, batches, loss_fn, optimizer)
             if m.reads:
