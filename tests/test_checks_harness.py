@@ -51,13 +51,38 @@ def _generator(x):
     yield x
 
 
-@pytest.mark.parametrize("function", [_stub_with_docstring, _stub_pass, lambda *a: None, lambda: ...])
+def _not_implemented(x):
+    """What to do."""
+    raise NotImplementedError
+
+
+def _not_implemented_with_a_message(x):
+    raise NotImplementedError("your code here")
+
+
+def _not_implemented_after_work(x):
+    y = x + 1
+    raise NotImplementedError(y)
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        _stub_with_docstring,
+        _stub_pass,
+        lambda *a: None,
+        lambda: ...,
+        _not_implemented,
+        _not_implemented_with_a_message,
+    ],
+)
 def test_a_stub_is_a_function_that_does_nothing(function):
     assert is_stub(function)
 
 
 @pytest.mark.parametrize(
-    "function", [_answer, _forgot_return, _generator, lambda x: x, print, nn.Linear, len]
+    "function",
+    [_answer, _forgot_return, _generator, _not_implemented_after_work, lambda x: x, print, nn.Linear, len],
 )
 def test_an_answer_is_not_a_stub(function):
     assert not is_stub(function)
@@ -273,6 +298,17 @@ def test_an_error_names_the_learners_line_and_the_exception():
         "return batch.to(device)"
     )
     assert error.details[1] == "AttributeError: 'list' object has no attribute 'to'"
+
+
+def test_a_function_with_other_arguments_is_told_to_keep_the_stubs_first_line():
+    def noise(shape):
+        return shape
+
+    with pytest.raises(LearnerError) as caught:
+        Machine.cpu().run(noise, (2, 3), torch.device("cpu"))
+    assert caught.value.kind == "signature"
+    assert caught.value.sentence.startswith("noise does not take the arguments the check gives it")
+    assert caught.value.fix == "keep the first line of the stub, its def and arguments, as it is"
 
 
 def test_an_endless_generator_is_cut_short():

@@ -214,6 +214,7 @@ def _place_in_stack() -> Place | None:
 # ---- stubs and the exercise decorator ---------------------------------------------------------
 
 _QUIET_OPS = {"RESUME", "NOP", "CACHE", "EXTENDED_ARG", "RETURN_VALUE", "POP_TOP", "NOT_TAKEN"}
+_RAISE_OPS = {"LOAD_GLOBAL", "LOAD_NAME", "PUSH_NULL", "PRECALL", "CALL", "RAISE_VARARGS", "LOAD_CONST"}
 
 
 def is_stub(function: Any) -> bool:
@@ -225,6 +226,8 @@ def is_stub(function: Any) -> bool:
         instructions = list(dis.get_instructions(code))
     except Exception:  # an unusual code object: treat it as an answer
         return False
+    if code.co_names == ("NotImplementedError",):  # `raise NotImplementedError`, a stub too
+        return all(i.opname in _QUIET_OPS | _RAISE_OPS | {"RETURN_CONST"} for i in instructions)
     for instruction in instructions:
         if instruction.opname in _QUIET_OPS:
             continue
@@ -1052,6 +1055,14 @@ class Machine:
         if isinstance(error, _CudaRefused) or (self.cuda_uses and self.cuda != "meta"):
             return self._cuda_error(name, error)
         kind, mistake, fix = _explain(error, name)
+        if place is None and isinstance(error, TypeError) and re.search(r"argument|takes \d", message):
+            kind, mistake = (
+                "signature",
+                f"{name} does not take the arguments the check gives it ({short(message, 80)})",
+            )
+            fix = "keep the first line of the stub, its def and arguments, as it is"
+        elif place is None and kind == "other":
+            fix = "read the error below and fix the function"
         if self.has_stand_in and kind not in {"devices", "generator", "numpy-device", "numpy-grad"}:
             if kind == "cuda" and self.cuda == "meta":
                 return StandInCannot(f"it uses a CUDA feature the stand-in lacks ({short(message, 60)})")
