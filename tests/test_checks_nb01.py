@@ -341,6 +341,11 @@ TUDUI_WRONG = [
     ("wider", _wider, "the network has 211,818 parameters, Tudui has 145,578"),
     ("the class", lambda: Tudui, "returned the class Tudui, not a network"),
     ("a ReLU alone", lambda: nn.ReLU(), "the network has 0 parameters"),
+    (
+        "a softmax at the end",
+        lambda: nn.Sequential(solution.tudui_with_relu(), nn.Softmax(dim=1)),
+        "applies softmax",
+    ),
     ("on the GPU", _moved_to_the_gpu, "used the GPU itself, .cuda()"),
 ]
 

@@ -256,6 +256,9 @@ LAUNCH_RIGHT = {
     "pairs, underscores": _pairs,
     "one line, split": _split,
     "a tuple": _args(tuple),
+    "nproc-per-node=gpu": _args(
+        lambda a: [x if not x.startswith("--nproc") else "--nproc-per-node=gpu" for x in a]
+    ),
 }
 
 LAUNCH_WRONG = [

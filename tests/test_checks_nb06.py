@@ -470,6 +470,7 @@ EPOCH_WRONG = [
     ("prints every step", _prints_every_step, "(a format string at line"),
     ("prints the tensor", _prints_the_tensor, "(print or repr at line"),
     ("stops on NaN", _stops_on_nan, "(an if or bool() on a tensor at line"),
+    ("all under no_grad", lambda *a: torch.no_grad()(solution.train_epoch)(*a), "computed without gradients"),
     ("sum on the CPU", _sum_on_the_cpu, "combined tensors on two devices, meta and cpu"),
     ("back on the CPU", _back_on_the_cpu, "(.cpu() at line"),
 ]

@@ -452,6 +452,12 @@ def _explain(error: BaseException, name: str) -> tuple[str, str, str]:
             f"{name} combined tensors of different dtypes ({short(message, 70)})",
             "convert them to the one that is expected, with .float() or .long()",
         )
+    if "does not require grad and does not have a grad_fn" in message:
+        return (
+            "no-grad",
+            f"{name} called backward() on a loss computed without gradients (under no_grad, or detached)",
+            "compute the loss with gradients on, and detach only what you keep",
+        )
     if isinstance(error, NameError):
         return (
             "name",

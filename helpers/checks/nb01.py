@@ -140,6 +140,18 @@ def check_cuda_model_and_loss(cuda_model_and_loss: Callable[[nn.Module, nn.Modul
 
 _LAYERS = {"conv2d": "convolution", "linear": "linear layer"}
 _RELUS = {"relu", "relu_"}
+_SQUASHING = {
+    "softmax",
+    "log_softmax",
+    "sigmoid",
+    "tanh",
+    "gelu",
+    "leaky_relu",
+    "elu",
+    "silu",
+    "hardtanh",
+    "relu6",
+}
 _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth")
 
 
@@ -205,6 +217,14 @@ def check_tudui_with_relu(tudui_with_relu: Callable[[], nn.Module]) -> str:
     if after[-1]:
         fail(
             "a ReLU follows the last linear layer, so the class scores (logits) are never negative",
+            "end with the linear layer",
+        )
+    last = max(i for i, name in enumerate(m.names) if name == "linear")
+    squashed = [name for name in m.names[last + 1 :] if name in _SQUASHING]
+    if squashed:
+        fail(
+            f"the network applies {squashed[0]} after the last linear layer, but CrossEntropyLoss wants raw "
+            "scores (logits)",
             "end with the linear layer",
         )
     for index, count in enumerate(after[:-1]):

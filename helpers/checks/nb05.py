@@ -198,7 +198,7 @@ def check_launch_args(launch_args: Callable) -> str:
     problems = []
     if not _nnodes(parsed.nnodes, 2):
         problems.append(f"--nnodes is {short(parsed.nnodes, 10)}, not 2")
-    if str(parsed.nproc_per_node) != "4":
+    if str(parsed.nproc_per_node) not in {"4", "gpu"}:
         problems.append(f"--nproc-per-node is {short(parsed.nproc_per_node, 10)}, not 4")
     if parsed.rdzv_backend != "c10d":
         problems.append(f"--rdzv-backend is {short(parsed.rdzv_backend, 10)}, not c10d")
@@ -209,8 +209,10 @@ def check_launch_args(launch_args: Callable) -> str:
     if problems:
         fail("; ".join(problems[:2]), "set each from the function's arguments")
     again = _parse(_arguments(m.run(launch_args, 3, 8, "node0:1234", "run7")))
-    got = None if again is None else (again.nproc_per_node, again.rdzv_endpoint, again.rdzv_id)
-    if again is None or not _nnodes(again.nnodes, 3) or got != ("8", "node0:1234", "run7"):
+    got = (
+        None if again is None else (again.nproc_per_node in {"8", "gpu"}, again.rdzv_endpoint, again.rdzv_id)
+    )
+    if again is None or not _nnodes(again.nnodes, 3) or got != (True, "node0:1234", "run7"):
         fail(
             "the arguments do not follow the inputs",
             "build them from nnodes, gpus_per_node, endpoint and job_id",
