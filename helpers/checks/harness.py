@@ -238,6 +238,9 @@ def is_stub(function: Any) -> bool:
 
 
 _NOTES: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("check_notes", default=None)
+_STAND_IN_NOTE = (
+    "no GPU here: meta stood in for one; it has no values, so the numbers were checked on the CPU"
+)
 
 
 def exercise(task: str) -> Callable[[Callable[[Callable], str]], Callable[[Callable], bool]]:
@@ -1018,6 +1021,9 @@ class Machine:
         name = getattr(function, "__name__", None) or type(function).__name__
         name = "your function" if name == "<lambda>" else name
         reads_before = len(self.reads)
+        notes = _NOTES.get()
+        if self.has_stand_in and notes is not None and real_gpu() is None:
+            notes.append(_STAND_IN_NOTE)
         try:
             with self.patches(), _Recorder(self):
                 result = _call_learner(function, args, kwargs, consume, name)
