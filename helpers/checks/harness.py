@@ -1083,7 +1083,7 @@ class Machine:
             if any(s in message for s in _META_LIMITS) or isinstance(error, NotImplementedError):
                 return StandInCannot(f"meta cannot run it ({short(message, 60)})")
         if kind == "cuda":
-            self.cuda_uses.append(CudaUse("CUDA", place))
+            self.cuda_uses.append(CudaUse("a CUDA call", place))
             return self._cuda_error(name, error)
         details = [str(place) if place else "", f"{type(error).__name__}: {short(message, 150)}"]
         if self.has_stand_in and kind == "devices":
