@@ -2,7 +2,7 @@
 
 import pytest
 
-from helpers.checks import CheckFailed, correct, expect, fail, not_answered
+from helpers.checks import CheckBug, CheckFailed, correct, expect, fail, not_answered
 
 
 def test_expect_catches_the_error_and_prints_its_first_line(capsys):
@@ -41,9 +41,17 @@ def test_expect_refuses_a_non_exception():
 
 
 def test_fail_and_correct(capsys):
-    with pytest.raises(CheckFailed, match="still on cpu"):
-        fail("the model's parameters are still on cpu")
-    assert issubclass(CheckFailed, AssertionError)
+    with pytest.raises(CheckFailed, match="still on cpu: call model.to") as caught:
+        fail("the model's parameters are still on cpu", "call model.to(device)", ["in f, line 2: model"])
+    error = caught.value
+    assert error.sentence == "the model's parameters are still on cpu: call model.to(device)."
+    assert str(error) == error.sentence + "\nin f, line 2: model"
+    assert (error.mistake, error.fix, error.details) == (
+        "the model's parameters are still on cpu",
+        "call model.to(device)",
+        ("in f, line 2: model",),
+    )
+    assert issubclass(CheckFailed, AssertionError) and issubclass(CheckBug, CheckFailed)
     assert correct("the model is on the device") is True
     assert capsys.readouterr().out == "correct: the model is on the device\n"
 

@@ -1,18 +1,27 @@
 """What every notebook's exercises share, tested once for all of them.
 
 For each ``helpers/checks/nbNN.py``: every ``check_<name>`` accepts the reference solution
-``solutions/nbNN.py::<name>`` and says "correct", treats a stub (a function that returns ``None``)
-as "not answered yet", and notebook ``NN_*.ipynb`` defines the stub ``<name>`` and calls
-``check_<name>(<name>)``. The wrong answers, which differ for every exercise, are tested in
-``test_checks_nbNN.py``.
+``solutions/nbNN.py::<name>`` and says "correct", treats a stub (a function whose body does
+nothing) as "not answered yet", gives every odd answer below a verdict (``True`` or a
+``CheckFailed`` with a good message, never a crash), and notebook ``NN_*.ipynb`` has the
+exercise's layout: its stub in one cell, ``check_<name>(<name>);`` alone in the next. The right
+answers in other spellings and the typical mistakes, which differ for every exercise, are tested
+in ``test_checks_nbNN.py``.
 """
 
 import importlib
+import itertools
 import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
+from exercise_answers import assert_good_message
+from torch import nn
+
+from helpers.checks import CheckBug, CheckFailed
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECK_MODULES = sorted(path.stem for path in (ROOT / "helpers" / "checks").glob("nb[0-9][0-9].py"))
@@ -33,11 +42,10 @@ def _check(module_name, exercise):
     return getattr(importlib.import_module(f"helpers.checks.{module_name}"), f"check_{exercise}")
 
 
-def _notebook_code(module_name):
+def _notebook(module_name):
     number = module_name.removeprefix("nb")
     (path,) = (ROOT / "notebooks").glob(f"{number}_*.ipynb")
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    return path.name, "\n".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "code")
+    return path.name, json.loads(path.read_text(encoding="utf-8"))["cells"]
 
 
 def test_every_notebook_has_two_to_four_exercises():
@@ -55,17 +63,184 @@ def test_the_reference_solution_passes(module_name, exercise, capsys):
     assert capsys.readouterr().out.startswith("correct: ")
 
 
+def _stub(*args, **kwargs):
+    """A stub as the notebooks have them."""
+    # your code here
+
+
+def _ellipsis_stub(*args, **kwargs): ...
+
+
+@pytest.mark.parametrize(
+    "stub", [_stub, _ellipsis_stub, lambda *args, **kwargs: None], ids=["doc", "...", "lambda"]
+)
 @pytest.mark.parametrize(("module_name", "exercise"), EXERCISES)
-def test_a_stub_is_not_answered_yet(module_name, exercise, capsys):
-    def stub(*args, **kwargs):
-        return None
-
-    assert _check(module_name, exercise)(stub) is False
-    assert capsys.readouterr().out.startswith("not answered yet: ")
+def test_a_stub_is_not_answered_yet(module_name, exercise, stub, capsys):
+    check = _check(module_name, exercise)
+    assert check(stub) is False
+    out = capsys.readouterr().out
+    assert out == f"not answered yet: {check.task}\n"
 
 
 @pytest.mark.parametrize(("module_name", "exercise"), EXERCISES)
-def test_the_notebook_has_the_stub_and_runs_the_check(module_name, exercise):
-    name, code = _notebook_code(module_name)
-    assert re.search(rf"^def {exercise}\(", code, re.MULTILINE), f"{name} has no stub `def {exercise}(`"
-    assert f"check_{exercise}({exercise})" in code, f"{name} does not run check_{exercise}({exercise})"
+def test_the_task_restates_the_exercise_without_its_solution(module_name, exercise):
+    task = _check(module_name, exercise).task
+    assert task.startswith(f"write {exercise}(")
+    for spelled_out in ("torch.", "np.", "=", "step", "then"):
+        assert spelled_out not in task, f"{exercise}: the task spells out {spelled_out!r}: {task}"
+    assert len(task) <= 200
+
+
+@pytest.mark.parametrize(("module_name", "exercise"), EXERCISES)
+def test_the_check_refuses_what_is_not_a_function(module_name, exercise):
+    check = _check(module_name, exercise)
+    for given in (None, 3, "noise", torch.zeros(2)):
+        with pytest.raises(CheckFailed) as caught:
+            check(given)
+        assert_good_message(caught.value)
+        assert f"check_{exercise}({exercise})" in caught.value.sentence
+
+
+def _raises(error):
+    def answer(*args, **kwargs):
+        raise error
+
+    return answer
+
+
+def _forgot_return(*args, **kwargs):
+    _ = args
+
+
+def _endless(*args, **kwargs):
+    return itertools.count()
+
+
+# Answers no exercise expects: each check must give them a verdict, never crash on them.
+ODD_ANSWERS = {
+    "forgot return": _forgot_return,
+    "zero": lambda *a, **k: 0,
+    "bool": lambda *a, **k: True,
+    "nan": lambda *a, **k: float("nan"),
+    "string": lambda *a, **k: "answer",
+    "empty list": lambda *a, **k: [],
+    "list of None": lambda *a, **k: [None],
+    "pair of None": lambda *a, **k: (None, None),
+    "nested lists": lambda *a, **k: [[1, 2], [3]],
+    "empty dict": lambda *a, **k: {},
+    "dict": lambda *a, **k: {"a": 1, 2: "b"},
+    "object": lambda *a, **k: object(),
+    "scalar tensor": lambda *a, **k: torch.tensor(1.0),
+    "empty tensor": lambda *a, **k: torch.zeros(0),
+    "meta tensor": lambda *a, **k: torch.zeros(3, device="meta"),
+    "pair of meta tensors": lambda *a, **k: (torch.zeros(2, device="meta"), torch.zeros(2, device="meta")),
+    "array": lambda *a, **k: np.zeros(3),
+    "its arguments": lambda *a, **k: a,
+    "its first argument": lambda *a, **k: a[0] if a else None,
+    "a generator": lambda *a, **k: (x for x in range(3)),
+    "endless": _endless,
+    "a method": lambda *a, **k: torch.zeros(2).cuda,
+    "a module": lambda *a, **k: nn.Linear(2, 2),
+    "a class": lambda *a, **k: nn.Linear,
+    "tensors": lambda *a, **k: [torch.zeros(2)] * 3,
+    "ValueError": _raises(ValueError("bad")),
+    "KeyError": _raises(KeyError("key")),
+    "CUDA error": _raises(RuntimeError("CUDA error: out of memory")),
+    "exit": _raises(SystemExit(1)),
+    "NotImplementedError": _raises(NotImplementedError("meta")),
+}
+
+
+@pytest.mark.parametrize("answer", list(ODD_ANSWERS.values()), ids=list(ODD_ANSWERS))
+@pytest.mark.parametrize(("module_name", "exercise"), EXERCISES)
+def test_no_answer_crashes_a_check(module_name, exercise, answer):
+    try:
+        verdict = _check(module_name, exercise)(answer)
+    except CheckBug as bug:
+        pytest.fail(f"the check crashed: {bug} (caused by {bug.__cause__!r})")
+    except CheckFailed as error:
+        assert_good_message(error)
+    else:
+        assert verdict is True  # an odd answer that is right after all
+
+
+@pytest.mark.parametrize(("module_name", "exercise"), EXERCISES)
+def test_the_notebook_has_the_exercise_layout(module_name, exercise):
+    """The stub in its own cell, then a cell that only runs the check, with ';' (no stray Out[..])."""
+    name, cells = _notebook(module_name)
+    code = ["".join(cell["source"]).strip() for cell in cells if cell["cell_type"] == "code"]
+    stubs = [i for i, source in enumerate(code) if re.match(rf"def {exercise}\(", source)]
+    assert len(stubs) == 1, f"{name} should have one cell that starts with `def {exercise}(`"
+    (i,) = stubs
+    assert code[i].count("\ndef ") == 0 and "check_" not in code[i], (
+        f"{name}: the stub of {exercise} shares a cell"
+    )
+    assert code[i + 1] == f"check_{exercise}({exercise});", f"{name}: the cell after the stub of {exercise}"
+    imports = [source for source in code if source.startswith(f"from helpers.checks.{module_name} import")]
+    assert imports and f"check_{exercise}" in imports[0], f"{name} does not import check_{exercise}"
+
+
+def test_the_exercise_sections_have_one_layout():
+    """Each: "## Try it yourself", the import of the checks, then per exercise: text, stub, check."""
+    for module_name in CHECK_MODULES:
+        name, cells = _notebook(module_name)
+        sources = ["".join(c["source"]).strip() for c in cells]
+        start = next(i for i, source in enumerate(sources) if "## Try it yourself" in source)
+        assert sources[start + 1].startswith(f"from helpers.checks.{module_name} import"), name
+        exercises = [e for m, e in (p.values for p in EXERCISES) if m == module_name]
+        stubs = sorted(
+            next(i for i, source in enumerate(sources) if source.startswith(f"def {exercise}("))
+            for exercise in exercises
+        )
+        for number, i in enumerate(stubs, start=1):
+            assert i == start + 3 * number, f"{name}: exercise {number} is not where the layout puts it"
+            assert cells[i - 1]["cell_type"] == "markdown" and sources[i - 1].startswith(f"**{number}. "), (
+                name
+            )
+
+
+def test_a_wrong_answer_in_a_notebook_shows_one_sentence_and_fails_the_cell(tmp_path):
+    """In a Jupyter kernel, a CheckFailed is an error output of the sentence alone, not a traceback."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_code_cell("from helpers.checks.nb00 import check_move_all"),
+        nbformat.v4.new_code_cell("def move_all(tensors, device):\n    return tensors"),
+        nbformat.v4.new_code_cell("check_move_all(move_all);"),
+        nbformat.v4.new_code_cell("print('the notebook goes on')"),
+    ]
+    client = nbclient.NotebookClient(notebook, allow_errors=True, timeout=120, kernel_name="python3")
+    client.execute(cwd=str(tmp_path))
+    (error,) = notebook.cells[2].outputs
+    assert error["output_type"] == "error" and error["ename"] == "CheckFailed"
+    text = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(error["traceback"]))
+    assert text.startswith("CheckFailed: tensor 0 was not moved")
+    assert "Traceback" not in text and "nb00.py" not in text and "def " not in text
+    assert notebook.cells[3].outputs[0]["text"] == "the notebook goes on\n"
+
+
+def test_the_ipython_handler_leaves_other_handlers_alone():
+    from helpers.checks import _brief_traceback, show_failures_briefly
+
+    class Shell:
+        custom_exceptions = (KeyError,)
+        shown = None
+
+        def set_custom_exc(self, exc_tuple, handler):
+            raise AssertionError("replaced someone else's handler")
+
+        def _showtraceback(self, etype, value, stb):
+            self.shown = stb
+
+    shell = Shell()
+    import IPython
+
+    original = IPython.get_ipython
+    IPython.get_ipython = lambda: shell
+    try:
+        show_failures_briefly()
+    finally:
+        IPython.get_ipython = original
+    stb = _brief_traceback(shell, CheckFailed, CheckFailed("a mistake", "a fix", ["line 1 of f: x"]), None)
+    assert shell.shown == stb and "a mistake: a fix." in stb[0] and "line 1 of f: x" in stb[1]

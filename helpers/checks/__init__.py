@@ -1,32 +1,64 @@
 """Self-checks for the "Try it yourself" exercises, and ``expect`` for the errors a lesson shows.
 
 Introduced in ``00_devices_and_tensors``. Each notebook's exercise checks live in their own module
-(``helpers.checks.nb00`` for notebook 00, and so on); the reference solutions are in
-``solutions/`` at the repository root, away from the notebooks. ``tests/test_checks_every_notebook.py``
-runs every check against its reference solution and a stub, and checks that the notebook calls
-it; ``tests/test_checks_nbNN.py`` runs it against wrong answers.
+(``helpers.checks.nb00`` for notebook 00, and so on), built on one harness,
+``helpers.checks.harness``; the reference solutions are in ``solutions/`` at the repository root,
+away from the notebooks. ``tests/test_checks_every_notebook.py`` runs every check against its
+reference solution, a stub and answers that no check may crash on, and checks that the notebook
+calls it; ``tests/test_checks_nbNN.py`` runs it against other right answers and typical mistakes.
 
-A check prints ``correct: ...`` and returns ``True`` when the answer is right, and raises
-``CheckFailed`` with a message that says exactly what is wrong and what to do when it is not. An
-exercise left as its stub (the learner's function returns ``None``) is not an error: the check
-prints ``not answered yet: ...`` and returns ``False``, so a notebook runs top to bottom before the
-learner has tried anything.
+A check prints ``correct: ...`` and returns ``True`` when the answer is right. When it is wrong,
+the check raises ``CheckFailed``, whose message is one sentence that names the mistake and the
+fix, followed, where it helps, by detail lines (the line of the learner's code that failed, the
+error it raised). An exercise left as its stub (a function whose body does nothing) is not an
+error: the check prints ``not answered yet: ...`` with the task and returns ``False``, so a
+notebook runs top to bottom before the learner has tried anything.
+
+In IPython and Jupyter a ``CheckFailed`` is shown as its message alone, without a traceback
+(which would run through the check's own code): the first check that runs registers a handler
+with IPython's ``set_custom_exc``. The cell still ends in an error, so ``pytest --nbval-lax``
+(``make test``) reports a wrong answer as a failed cell, as it reports any exception.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import TracebackType
 
-__all__ = ["CheckFailed", "correct", "expect", "fail", "not_answered"]
+__all__ = ["CheckBug", "CheckFailed", "correct", "expect", "fail", "not_answered"]
+
+
+def _sentence(mistake: str, fix: str) -> str:
+    text = f"{mistake.strip()}: {fix.strip()}" if fix.strip() else mistake.strip()
+    return text if text.endswith((".", "?", "!")) else text + "."
 
 
 class CheckFailed(AssertionError):
-    """An exercise answer is wrong; the message says what is wrong and what to do."""
+    """An exercise answer is wrong: ``mistake`` says what is wrong, ``fix`` what to do.
+
+    The message is the sentence "Mistake: fix." followed by the ``details`` lines (where the
+    learner's code failed, the error it raised); ``sentence`` is the first line alone.
+    """
+
+    def __init__(self, mistake: str, fix: str = "", details: Sequence[str] = ()) -> None:
+        self.mistake, self.fix = mistake, fix
+        self.details = tuple(line for line in details if line)
+        self.sentence = _sentence(mistake, fix)
+        super().__init__("\n".join((self.sentence, *self.details)))
 
 
-def fail(message: str) -> None:
-    """Raise ``CheckFailed`` with the learner-facing ``message``."""
-    raise CheckFailed(message)
+class CheckBug(CheckFailed):
+    """The check itself failed: a bug in the course, not in the learner's answer.
+
+    The exercise decorator of ``helpers.checks.harness`` turns any exception raised by a
+    check's own code into this, so a learner sees a sentence, not a traceback; the tests fail on
+    it, since every answer must get a verdict.
+    """
+
+
+def fail(mistake: str, fix: str, details: Sequence[str] = ()) -> None:
+    """Raise ``CheckFailed``: ``mistake`` (what is wrong) and ``fix`` (what to do) make one sentence."""
+    raise CheckFailed(mistake, fix, details)
 
 
 def correct(what: str) -> bool:
@@ -39,6 +71,45 @@ def not_answered(what: str) -> bool:
     """Print what an unanswered exercise asks for and return ``False``."""
     print(f"not answered yet: {what}")
     return False
+
+
+_RED, _BOLD, _DIM, _RESET = "\x1b[31m", "\x1b[1m", "\x1b[2m", "\x1b[0m"
+
+
+def _brief_traceback(shell, etype, value, tb, tb_offset=None) -> list[str]:
+    """IPython's handler for ``CheckFailed``: the message, without the traceback through the check."""
+    sentence = getattr(value, "sentence", str(value))
+    details = getattr(value, "details", ())
+    stb = [f"{_RED}{_BOLD}{etype.__name__}{_RESET}{_RED}: {sentence}{_RESET}"]
+    stb += [f"{_DIM}    {line}{_RESET}" for line in details]
+    shell._showtraceback(etype, value, stb)
+    return stb
+
+
+def show_failures_briefly() -> None:
+    """In IPython or Jupyter, show every ``CheckFailed`` as its message alone (idempotent).
+
+    Does nothing outside IPython, or when the notebook has its own handler for custom
+    exceptions (then the usual traceback is shown, with the message at its end).
+    """
+    import sys
+
+    if "IPython" not in sys.modules:
+        return
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    except Exception:  # an IPython too old or half-imported: keep the usual traceback
+        return
+    if shell is None or not hasattr(shell, "set_custom_exc"):
+        return
+    current = tuple(getattr(shell, "custom_exceptions", ()) or ())
+    if current == (CheckFailed,):
+        return
+    if current:  # someone else's handler: leave it alone
+        return
+    shell.set_custom_exc((CheckFailed,), _brief_traceback)
 
 
 class expect:  # lower case: it reads like a keyword, `with expect(TypeError, "cpu"):`

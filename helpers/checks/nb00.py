@@ -1,10 +1,8 @@
-"""Checks for the exercises of ``00_devices_and_tensors``, and two tools the later checks share.
+"""Checks for the exercises of ``00_devices_and_tensors``.
 
-``stand_in_device()`` is where a check sends things: the GPU (or other accelerator) when this
-machine has one, else PyTorch's ``meta`` device, which exists everywhere and, like a GPU, is not
-the CPU (it keeps shapes and dtypes, no values). ``TorchCalls`` records the PyTorch functions and
-methods that the learner's code calls, through PyTorch's public ``torch.overrides.TorchFunctionMode``,
-so that a check can tell a tensor made on the device from one made on the CPU and copied there.
+Each runs the learner's function on the machines of ``helpers.checks.harness.device_machines``:
+given the CPU, given ``meta`` standing in for a GPU, and given this machine's GPU when it has one.
+Values are compared on the CPU; on the stand-in only devices, shapes, dtypes and types count.
 """
 
 from __future__ import annotations
@@ -15,198 +13,198 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
-from torch.overrides import TorchFunctionMode
 
-from helpers.checks import correct, fail, not_answered
-from helpers.devices import pick_device
+from helpers.checks import fail
+from helpers.checks.harness import Machine, describe, device_machines, exercise, short, where
 
-__all__ = ["TorchCalls", "check_as_floats", "check_move_all", "check_noise", "stand_in_device", "where"]
+__all__ = ["check_as_floats", "check_move_all", "check_noise"]
 
-_MOVES = {"to", "cuda", "cpu", "mps", "xpu", "copy_"}
-
-
-def stand_in_device() -> torch.device:
-    """The accelerator this machine has (``pick_device()``), or ``meta`` when it has only the CPU."""
-    device = pick_device()
-    return device if device.type != "cpu" else torch.device("meta")
+_FROM_DATA = {"tensor", "as_tensor", "from_numpy", "asarray", "Tensor", "FloatTensor"}
 
 
-def where(device: torch.device) -> str:
-    """How a check's message names ``device``: the ``meta`` device is said to stand in for a GPU."""
-    if device.type == "meta":
-        return "meta (the check's stand-in for a GPU, as this machine has none)"
-    return str(device)
-
-
-class TorchCalls(TorchFunctionMode):
-    """Inside ``with TorchCalls() as calls:``, record every PyTorch call and every move between devices.
-
-    ``calls.names`` lists the functions and methods called, in order (``"randn"``, ``"to"``,
-    ``"numpy"``, ...); ``calls.args`` and ``calls.kwargs`` their arguments; ``calls.moves`` each
-    ``(method, from_device, to_device)`` for a ``.to``/``.cuda``/``.cpu``/``.copy_`` that changed
-    the device, and ``calls.moved`` the tensors those moves were made from. Nothing is changed:
-    every call runs as it would without the recorder.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.names: list[str] = []
-        self.args: list[tuple] = []
-        self.kwargs: list[dict[str, Any]] = []
-        self.moves: list[tuple[str, torch.device, torch.device]] = []
-        self.moved: list[torch.Tensor] = []
-
-    def _run(self, func: Callable, args: tuple, kwargs: dict[str, Any]) -> Any:
-        return func(*args, **kwargs)
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        name = getattr(func, "__name__", repr(func))
-        self.names.append(name)
-        self.args.append(args)
-        self.kwargs.append(kwargs)
-        result = self._run(func, args, kwargs)
-        if name in _MOVES and len(args) >= 1 and isinstance(result, torch.Tensor):
-            source = args[1] if name == "copy_" and len(args) > 1 else args[0]
-            if isinstance(source, torch.Tensor) and source.device != result.device:
-                self.moves.append((name, source.device, result.device))
-                self.moved.append(source)
-        return result
-
-
-def check_noise(noise: Callable[[tuple[int, ...], torch.device], torch.Tensor]) -> bool:
-    """Exercise 1: ``noise(shape, device)`` makes standard-normal noise directly on ``device``."""
-    target = stand_in_device()
-    with TorchCalls() as calls:
-        result = noise((2, 3), target)
+def _noise_on(m: Machine, noise: Callable, shape: tuple[int, ...]) -> torch.Tensor:
+    result = m.run(noise, shape, m.device)
     if result is None:
-        return not_answered(
-            "write noise(shape, device) so that it returns standard-normal random numbers of that shape, "
-            "made directly on device"
-        )
+        fail("noise returned None", "return the tensor it makes")
     if not isinstance(result, torch.Tensor):
-        fail(f"noise returned a {type(result).__name__}, not a tensor")
-    if tuple(result.shape) != (2, 3):
-        fail(f"noise((2, 3), device) returned a tensor of shape {tuple(result.shape)}: pass the shape on")
-    if result.device.type != target.type:
+        fail(f"noise returned {describe(result)}, not a tensor", "return a tensor of random numbers")
+    if tuple(result.shape) != shape:
         fail(
-            f"the tensor is on {result.device}, not on {where(target)}: "
-            "give the factory function device=device"
+            f"noise({shape}, device) returned a tensor of shape {tuple(result.shape)}",
+            "make it of the shape noise is given",
         )
-    if calls.moves:
-        method, source, _ = calls.moves[0]
+    if result.device.type != m.device.type:
         fail(
-            f"the tensor was made on {source} and then copied to the device with .{method}(): make it there "
-            "instead, by giving the factory function device=device, so that nothing is copied"
+            f"the tensor is on {result.device}, not on {where(m.device)}, the device noise was given",
+            "make it there, with device=device",
+        )
+    moved = [move for move in m.moves if move.destination.type == m.device.type]
+    if moved:
+        fail(
+            f"the numbers were made on {moved[0].source} and then copied to {moved[0].destination} "
+            f"with .{moved[0].method}()",
+            "make them on the device directly, by giving the factory function device=device",
+        )
+    if m.device.type != "cpu" and _FROM_DATA.intersection(m.names):
+        fail(
+            "the numbers were made outside PyTorch's factories (NumPy, a list) and copied in",
+            "draw them with a PyTorch random function, made on the device with device=device",
         )
     if not result.is_floating_point():
-        fail(f"the tensor holds {result.dtype}, not floating-point numbers")
-    with torch.random.fork_rng(devices=[]):  # leave the notebook's random numbers as they were
-        sample = noise((20_000,), torch.device("cpu"))
-    mean, std = sample.float().mean().item(), sample.float().std().item()
-    if abs(mean) > 0.05 or abs(std - 1.0) > 0.05:
-        uniform = (
-            " (torch.rand draws uniformly from [0, 1); torch.randn from a standard normal)"
-            if mean > 0.3
-            else ""
-        )
         fail(
-            f"the numbers are not standard-normal: their mean is {mean:.2f} and their standard deviation "
-            f"{std:.2f}, expected about 0 and 1{uniform}"
+            f"the tensor holds {str(result.dtype).removeprefix('torch.')}, not floating-point numbers",
+            "draw from the standard normal distribution, which gives floats",
         )
-    return correct(f"noise is made directly on {target}; nothing is copied from the CPU")
+    return result
 
 
-def check_move_all(move_all: Callable[[list[torch.Tensor], torch.device], list[torch.Tensor]]) -> bool:
-    """Exercise 2: ``move_all(tensors, device)`` returns a list of the tensors, each moved to ``device``."""
-    target = stand_in_device()
-    tensors = [torch.arange(3.0), torch.ones(2, 2), torch.zeros(4, dtype=torch.long)]
-    result = move_all(list(tensors), target)
-    if result is None:
-        return not_answered(
-            "write move_all(tensors, device) so that it returns a list of the tensors moved to device"
-        )
-    if not isinstance(result, list | tuple):
-        fail(f"move_all returned a {type(result).__name__}; return a list of tensors")
-    if len(result) != len(tensors):
-        fail(f"move_all returned {len(result)} items for {len(tensors)} tensors")
-    for i, (given, got) in enumerate(zip(tensors, result, strict=True)):
-        if not isinstance(got, torch.Tensor):
-            fail(f"item {i} of the result is a {type(got).__name__}, not a tensor")
-        if got is given:
-            fail(
-                f"tensor {i} is the very tensor you were given, still on {given.device}: t.to(device) does "
-                "not move t, it returns a moved copy; put what it returns in the list (reassigning the "
-                "loop variable does not change the list)"
-            )
-        if got.device.type != target.type:
-            fail(f"tensor {i} is on {got.device}, not on {where(target)}")
-        if got.shape != given.shape or got.dtype != given.dtype:
-            fail(f"tensor {i} changed its shape or dtype on the way: move it, and nothing else")
-    return correct(f"every tensor was moved to {target}, and the moved copies were kept")
-
-
-def check_as_floats(as_floats: Callable[[torch.Tensor], list[float]]) -> bool:
-    """Exercise 3: ``as_floats(t)``, a list of Python floats from any tensor, even one that requires grad."""
+@exercise(
+    "write noise(shape, device) so that it returns standard-normal random numbers of that shape, "
+    "made directly on device"
+)
+def check_noise(noise: Callable[[tuple[int, ...], torch.device], torch.Tensor]) -> str:
+    """Exercise 1: ``noise(shape, device)`` makes standard-normal noise directly on ``device``."""
     with torch.random.fork_rng(devices=[]):  # leave the notebook's random numbers as they were
         torch.manual_seed(0)
-        layer = nn.Linear(2, 3)
-    t = layer(torch.ones(1, 2)).squeeze(0)  # three numbers, part of the autograd graph
-    expected = [float(v) for v in t.detach().numpy()]
-    candidates = [t]
-    device = stand_in_device()
-    if device.type != "meta":  # a real GPU: its numbers can be read, so check from there too
-        candidates.append(t.to(device))
-    for tensor in candidates:
-        try:
-            result = as_floats(tensor)
-        except RuntimeError as error:
-            if "converted to Scalar" in str(error) or "one element" in str(error):
-                fail(
-                    ".item() gives one number and works only for a tensor with one element; this one has "
-                    "3: use .tolist() to get all of them"
-                )
-            if "requires grad" in str(error):
-                fail(
-                    "this tensor requires grad: call .detach() first "
-                    "(or use .tolist(), which needs no detach)"
-                )
-            raise
-        except TypeError as error:
-            if "Use Tensor.cpu()" in str(error):
-                fail(
-                    f"this tensor is on {tensor.device}: .numpy() works on the CPU only; "
-                    ".tolist() works from any device"
-                )
-            raise
-        if result is None:
-            return not_answered(
-                "write as_floats(t) so that it returns the numbers of t as a list of Python floats"
+        for m in device_machines():
+            with m.tried():
+                _noise_on(m, noise, (2, 3))
+        sample = _noise_on(Machine.cpu(), noise, (20_000,)).detach().double()
+    mean, std = sample.mean().item(), sample.std().item()
+    if not (abs(mean) <= 0.05 and abs(std - 1.0) <= 0.05):
+        if 0.4 < mean < 0.6 and 0.25 < std < 0.33:
+            fail(
+                f"the numbers are uniform in [0, 1) (mean {mean:.2f}, standard deviation {std:.2f})",
+                "draw from the standard normal distribution, torch.randn, not torch.rand",
             )
-        _check_float_list(result, expected)
-    one = as_floats(torch.tensor([2.5]))
-    if isinstance(one, float):
         fail(
-            "as_floats(torch.tensor([2.5])) returned a bare number; return a list, [2.5], for one element too"
+            f"the numbers have mean {mean:.2f} and standard deviation {std:.2f}, not about 0 and 1",
+            "draw from the standard normal distribution and leave the numbers as drawn",
+        )
+    return "noise is made directly on the device it is given, whichever it is; nothing is copied from the CPU"
+
+
+def _tensors_to_move() -> list[torch.Tensor]:
+    return [torch.arange(3.0), torch.ones(2, 2), torch.zeros(4, dtype=torch.long)]
+
+
+@exercise("write move_all(tensors, device) so that it returns a list of the tensors, each moved to device")
+def check_move_all(move_all: Callable[[list[torch.Tensor], torch.device], list[torch.Tensor]]) -> str:
+    """Exercise 2: ``move_all(tensors, device)`` returns a list of the tensors, each moved to ``device``."""
+    for m in device_machines():
+        with m.tried():
+            given = _tensors_to_move()
+            result = m.run(move_all, list(given), m.device)
+            if result is None:
+                fail("move_all returned None", "return the list of moved tensors")
+            if not isinstance(result, list | tuple):
+                fail(
+                    f"move_all returned {describe(result)}",
+                    "return a list with one tensor for each one given",
+                )
+            if len(result) != len(given):
+                fail(
+                    f"move_all returned {len(result)} items for the {len(given)} tensors it was given",
+                    "return one moved tensor for each, in the same order",
+                )
+            for i, (original, got) in enumerate(zip(given, result, strict=True)):
+                _check_moved(m, i, original, got)
+    return "every tensor is moved to the device, and the moved copies are kept"
+
+
+def _check_moved(m: Machine, i: int, original: torch.Tensor, got: Any) -> None:
+    if not isinstance(got, torch.Tensor):
+        fail(f"item {i} of the list is {describe(got)}, not a tensor", "put the moved tensors in the list")
+    if got.device.type != m.device.type:
+        if got is original and any(move.tensor is original for move in m.moves):
+            fail(
+                f"tensor {i} in the list is the one given, still on {original.device} (t.to(device) made "
+                "a moved copy that was not kept)",
+                "put what .to returns in the list (reassigning a loop variable does not change the list)",
+            )
+        if got is original:
+            fail(
+                f"tensor {i} was not moved (it is the tensor given, still on {original.device})",
+                "move each tensor to the device and put the result in the list",
+            )
+        fail(
+            f"tensor {i} is on {got.device}, not on {where(m.device)}",
+            "move it to the device move_all is given",
+        )
+    if got.dtype != original.dtype or got.shape != original.shape:
+        before = f"{str(original.dtype).removeprefix('torch.')} {tuple(original.shape)}"
+        after = f"{str(got.dtype).removeprefix('torch.')} {tuple(got.shape)}"
+        fail(
+            f"tensor {i} changed on the way, from {before} to {after}", "move it and keep its shape and dtype"
+        )
+    if not got.is_meta and not torch.equal(got.detach().cpu(), original):
+        fail(f"tensor {i} holds other numbers than the tensor given", "move it and change nothing else")
+
+
+def _graph_tensor(device: torch.device) -> tuple[torch.Tensor, list[float]]:
+    """Three numbers on ``device`` that require grad (a layer's output), and their values."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        layer = nn.Linear(2, 3)
+    expected = [float(v) for v in layer(torch.ones(1, 2)).squeeze(0).tolist()]
+    layer.to(device)
+    return layer(torch.ones(1, 2, device=device)).squeeze(0), expected
+
+
+@exercise("write as_floats(t) so that it returns the numbers of the 1-D tensor t as a list of Python floats")
+def check_as_floats(as_floats: Callable[[torch.Tensor], list[float]]) -> str:
+    """Exercise 3: ``as_floats(t)``, Python floats from a 1-D tensor on any device, even one with grad."""
+    for m in device_machines():
+        with m.tried():
+            tensor, expected = _graph_tensor(m.device)
+            result = m.run(as_floats, tensor)
+            _check_float_list(result, expected if m.device.type != "meta" else None)
+            if not tensor.requires_grad:
+                fail(
+                    "as_floats switched off requires_grad of the tensor it was given",
+                    "leave the tensor as it is: .detach() gives a copy out of the graph",
+                )
+    one = Machine.cpu().run(as_floats, torch.tensor([2.5]))
+    if isinstance(one, float | int | np.number):
+        fail(
+            f"as_floats(torch.tensor([2.5])) returned the bare number {one!r}",
+            "return a list for one number too, [2.5]",
         )
     _check_float_list(one, [2.5])
-    return correct("as_floats gives Python floats for any tensor, also one that requires grad")
+    return "as_floats gives Python floats from a tensor on any device, also one that requires grad"
 
 
-def _check_float_list(result: Any, expected: list[float]) -> None:
+def _check_float_list(result: Any, expected: list[float] | None) -> None:
+    if result is None:
+        fail("as_floats returned None", "return the list of floats")
     if isinstance(result, torch.Tensor):
-        fail("as_floats returned a tensor, not Python floats: .tolist() turns a tensor into Python numbers")
+        fail("as_floats returned a tensor, not Python floats", "turn it into Python numbers with .tolist()")
     if isinstance(result, np.ndarray):
-        fail("as_floats returned a NumPy array; the exercise asks for a list of Python floats: use .tolist()")
+        fail(
+            "as_floats returned a NumPy array, not a list",
+            "return a list of Python floats, as .tolist() gives",
+        )
     if not isinstance(result, list):
-        fail(f"as_floats returned a {type(result).__name__}; return a list")
+        fail(f"as_floats returned {describe(result)}", "return a list of Python floats")
     if any(isinstance(v, torch.Tensor) for v in result):
         fail(
-            "the list holds tensors, not Python floats (list(t) splits a tensor into one-element tensors): "
-            "use t.tolist()"
+            "the list holds one-element tensors, not Python floats (list(t) splits a tensor into tensors)",
+            "use t.tolist(), which gives Python numbers",
         )
     if not all(type(v) is float for v in result):
-        kinds = sorted({type(v).__name__ for v in result})
-        fail(f"the list holds {', '.join(kinds)}, not Python floats: use t.tolist()")
-    if len(result) != len(expected) or not np.allclose(result, expected):
-        fail(f"as_floats returned {result}, expected {expected}")
+        kinds = ", ".join(sorted({type(v).__name__ for v in result if type(v) is not float}))
+        fail(
+            f"the list holds {kinds}, not only Python floats",
+            "convert each number with float(), or use .tolist()",
+        )
+    if expected is None:
+        return
+    if len(result) != len(expected):
+        fail(
+            f"as_floats returned {len(result)} numbers for a tensor of {len(expected)}",
+            "return one float for each number in the tensor",
+        )
+    if not np.allclose(result, expected, rtol=1e-5, atol=1e-6):
+        got, want = short([round(v, 4) for v in result]), short([round(v, 4) for v in expected])
+        shown = f"{got}, not the tensor's {want}" if got != want else "numbers other than the tensor's"
+        fail(f"as_floats returned {shown}", "return the tensor's own numbers, in order")
