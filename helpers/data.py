@@ -32,8 +32,10 @@ from helpers.devices import as_device
 __all__ = [
     "CIFAR10_CLASSES",
     "Budget",
+    "STAND_IN_VERSION",
     "SyntheticCIFAR10",
     "data_dir",
+    "expect_accuracy",
     "load_cifar10",
     "make_synthetic_cifar10",
     "quick_mode",
@@ -53,6 +55,9 @@ CIFAR10_CLASSES = (
     "truck",
 )
 
+# The version of the synthetic stand-in: recorded GPU runs name the one they trained on (version 1,
+# coloured shapes, was far easier than CIFAR-10; version 2 is calibrated against it).
+STAND_IN_VERSION = 2
 _CHUNK = 1000  # images generated per random stream: a smaller dataset is a prefix of a larger one
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
@@ -636,6 +641,7 @@ class Budget:
     test_size: int | None
     num_epochs: int
     why: str
+    mode: str = "full"  # "full" (an accelerator: all of it), "cpu" (a subset) or "quick" (COURSE_QUICK=1)
 
     def __str__(self) -> str:
         train = "all" if self.train_size is None else f"{self.train_size:,}"
@@ -680,12 +686,70 @@ def training_budget(
     quick_train_size = images(quick_train_size, "quick_train_size")
     quick_test_size = images(quick_test_size, "quick_test_size")
     if quick_mode():
-        return Budget(quick_train_size, quick_test_size, quick_epochs, "quick mode (COURSE_QUICK=1)")
+        return Budget(quick_train_size, quick_test_size, quick_epochs, "quick mode (COURSE_QUICK=1)", "quick")
     if device.type == "cpu":
         return Budget(
             cpu_train_size,
             cpu_test_size,
             cpu_epochs,
             f"a subset, because this run is on the CPU (a GPU run uses all of it for {gpu_epochs} epochs)",
+            "cpu",
         )
     return Budget(None, None, gpu_epochs, f"the full dataset on {device}")
+
+
+def _is_stand_in(dataset: Any) -> bool:
+    while isinstance(getattr(dataset, "dataset", None), Dataset):  # a Subset, or another wrapper
+        dataset = dataset.dataset
+    return isinstance(dataset, SyntheticCIFAR10)
+
+
+def expect_accuracy(
+    accuracy: float, budget: Budget, dataset: Any, **bands: tuple[float, float]
+) -> tuple[float, float]:
+    """Check a test accuracy against what the recipe reaches on this run's budget; return the band.
+
+    ``bands`` maps each budget mode (``full``, ``cpu``, ``quick``; see ``Budget.mode``) to the
+    ``(low, high)`` test accuracy the notebook's recipe reaches there on the synthetic stand-in,
+    measured by ``scripts/calibrate_data.py`` (``results/data-calibration.json``). On the stand-in
+    the accuracy must fall in the band: above it, the data would be too easy to mean anything;
+    below, something broke. On real CIFAR-10, whose subsets were not calibrated here, only the
+    lower end is checked, and only where it is above chance. Prints one line. Introduced in
+    ``01_cuda_method``.
+    """
+    if budget.mode not in bands:
+        raise ValueError(
+            f"expect_accuracy: no band for the {budget.mode!r} budget; give {budget.mode}=(low, high)"
+        )
+    low, high = bands[budget.mode]
+    if not 0 <= low <= high <= 1:
+        raise ValueError(
+            f"expect_accuracy: a band is (low, high) with 0 <= low <= high <= 1, got {(low, high)}"
+        )
+    chance = 1 / len(CIFAR10_CLASSES)
+    where = f"{budget.mode} budget" if budget.mode != "full" else "full budget"
+    if _is_stand_in(dataset):
+        print(
+            f"test accuracy {accuracy:.1%}; on the stand-in this {where} gives {low:.0%} to {high:.0%} "
+            f"(chance: {chance:.0%})"
+        )
+        if not low <= accuracy <= high:
+            raise AssertionError(
+                f"test accuracy {accuracy:.1%} is outside the {low:.0%} to {high:.0%} that this recipe "
+                f"reaches on the stand-in with this budget (results/data-calibration.json): "
+                + (
+                    "it learned less than it should"
+                    if accuracy < low
+                    else "the data looks easier than it should"
+                )
+            )
+    else:
+        print(
+            f"test accuracy {accuracy:.1%} (chance: {chance:.0%}; on the stand-in this {where} gives "
+            f"{low:.0%} to {high:.0%})"
+        )
+        if low > 1.5 * chance and accuracy <= 1.5 * chance:
+            raise AssertionError(
+                f"test accuracy {accuracy:.1%} is near chance ({chance:.0%}): the model learned nothing"
+            )
+    return low, high

@@ -204,22 +204,22 @@ def show_gpu_output(
     depends_on: tuple[str, ...] | list[str] = (),
     force: bool = False,
     root: Path | None = None,
-) -> Recording | None:
+) -> None:
     """Without a CUDA GPU, print what cell ``cell_id`` printed in the newest recorded GPU run.
 
     On a machine with a CUDA GPU it does nothing (unless ``force=True``): the cell has just
-    shown its real output. ``depends_on``: see ``find_recording``. Returns the recording shown, or
-    ``None``.
+    shown its real output. ``depends_on``: see ``find_recording``. Returns nothing, so that as a
+    cell's last line it adds nothing to the cell's output (``find_recording`` gives the recording).
     """
     if not force:
         import torch
 
         if torch.cuda.is_available():
-            return None
+            return
     recording, why = find_recording(cell_id, depends_on=depends_on, root=root)
     if recording is None or not recording.current:
         print(f"[No GPU output to show: {why}. `make gpu-check` on a GPU machine records one.]")
-        return None
+        return
     folder = recording.path.parent.parent.name
     print(f"── what this cell printed on a GPU: {recording.label} (results/gpu/{folder}) ──")
     if recording.older_stand_in:
@@ -232,4 +232,3 @@ def show_gpu_output(
     for output in recording.outputs:
         _show(output)
     print("── end of the recorded GPU output ──")
-    return recording

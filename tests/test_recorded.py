@@ -113,16 +113,16 @@ def test_each_recording_is_shown_only_for_the_cell_as_it_is_now(capsys):
     for _, cell in SHOWN:
         _, depends_on = _call(cell)
         recording, why = find_recording(cell["id"], depends_on=depends_on)
-        shown = show_gpu_output(cell["id"], depends_on=depends_on, force=True)
+        assert show_gpu_output(cell["id"], depends_on=depends_on, force=True) is None  # nothing to display
         out = capsys.readouterr().out
         if recording is not None and recording.current:
-            assert shown == recording and recording.label in out
+            assert recording.label in out and out.startswith("── what this cell printed on a GPU")
             for output in recording.outputs:
                 text = output.get("text") or output.get("evalue") or ""
                 first = next((line for line in text.splitlines() if line.strip()), "")
                 assert first in out, f"{cell['id']}: the recorded line {first!r} was not shown"
         else:
-            assert shown is None and "No GPU output to show" in out and "──" not in out
+            assert "No GPU output to show" in out and "──" not in out
             assert out.count("\n") == 1, f"{cell['id']}: one line, not {out!r}"
             assert why and why in out
             if recording is not None:
@@ -149,7 +149,7 @@ def test_a_stale_recording_is_reported_not_shown(tmp_path, capsys):
     _fake_run(tmp_path, "some-gpu", "2026-11-22", edit="00-04")
     recording, why = find_recording("00-04", root=tmp_path)
     assert recording is not None and not recording.current and "older version" in why
-    assert show_gpu_output("00-04", force=True, root=tmp_path) is None
+    show_gpu_output("00-04", force=True, root=tmp_path)
     out = capsys.readouterr().out
     assert "older version of this cell" in out and "CUDA available" not in out
 
@@ -179,10 +179,10 @@ def test_nothing_recorded_says_so(tmp_path, capsys):
 
 
 def test_on_this_machine_it_shows_only_without_a_gpu(capsys):
-    shown = show_gpu_output("00-02")
+    show_gpu_output("00-02")
     out = capsys.readouterr().out
     if torch.cuda.is_available():
-        assert shown is None and out == ""
+        assert out == ""
     else:
         assert "what this cell printed on a GPU" in out or "No GPU output to show" in out
 
