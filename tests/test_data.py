@@ -21,6 +21,17 @@ from helpers.data import (
 from helpers.models import CifarNet
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Every test here generates, trains and times on one thread: on two cores that other work
+    also uses, two threads can run several times slower than one (each of the generator's many
+    small operations waits for both), which would make these tests slow and their timings flaky."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def test_synthetic_has_cifar10_shapes_and_types():
     images, labels = make_synthetic_cifar10(50)
     assert images.shape == (50, 32, 32, 3) and images.dtype == np.uint8
@@ -64,17 +75,7 @@ def _fit(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epochs: int, **sgd)
     return model
 
 
-@pytest.fixture
-def one_thread():
-    """Time and train on one thread: two threads on two cores that other work also uses can run
-    several times slower than one, which would make these tests slow and their timings flaky."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def test_synthetic_is_as_hard_as_cifar10_on_a_ci_budget(one_thread):
+def test_synthetic_is_as_hard_as_cifar10_on_a_ci_budget():
     """The calibration of ``scripts/calibrate_data.py`` on a CI budget (about 30 s on 2 cores).
 
     CifarNet, trained on 20,000 images for 8 epochs (batch 64, lr 0.01, momentum 0.9), lands well
@@ -128,7 +129,7 @@ def test_synthetic_is_as_hard_as_cifar10_on_a_ci_budget(one_thread):
     assert sum(frozenset(names) in look_alikes for _, *names in pairs[:4]) >= 3, pairs[:4]
 
 
-def test_generating_60000_images_takes_seconds(one_thread):
+def test_generating_60000_images_takes_seconds():
     """Generating the full stand-in must keep quick mode and CI fast: a few seconds on 2 cores.
 
     Timed on one thread (see ``one_thread``); ``scripts/calibrate_data.py`` records the time on
