@@ -4,7 +4,7 @@ A student runs a lesson in JupyterLab, whose autosave writes the outputs into th
 then the teacher runs `make test` on that machine. The last tests here do exactly that in a fresh
 repository made from this working tree: `make git-filter` (what `make setup` runs), a notebook
 executed in place with nbclient and saved with nbformat as Jupyter's autosave saves it, then git
-(nothing to commit) and the repository's own checks (they pass).
+(nothing to commit), the repository's own checks (they pass) and the sizes of the figures' text.
 """
 
 import importlib.util
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from figure_fonts import MIN_POINTS, kernel_env, read, too_small
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -205,33 +206,36 @@ def test_make_git_filter_outside_a_clone_does_nothing(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def lesson_run(course):
-    """LESSON executed in place in quick mode and saved as autosave saves it."""
+def lesson_run(course, tmp_path_factory):
+    """LESSON executed in place in quick mode and saved as autosave saves it, figures' text recorded."""
+    fonts = tmp_path_factory.mktemp("fonts")
     path = course / "notebooks" / LESSON
     notebook = nbformat.read(path, as_version=4)
     env = {
         **os.environ,
+        **kernel_env(fonts),
         "PYTHONPATH": str(course),  # the helpers of the repository under test
         "COURSE_QUICK": "1",
         "COURSE_DATA": "synthetic",
+        "COURSE_NOTEBOOK": LESSON,
     }
     from nbclient import NotebookClient
 
     client = NotebookClient(notebook, timeout=600, resources={"metadata": {"path": str(path.parent)}})
     client.execute(env=env)
     nbformat.write(notebook, path)  # what the Jupyter server does on every (auto)save
-    return course, path
+    return course, path, fonts
 
 
 def test_the_run_left_its_outputs_in_the_file(lesson_run):
-    _, path = lesson_run
+    _, path, _ = lesson_run
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     assert any(cell.get("outputs") for cell in cells) and any(cell.get("execution_count") for cell in cells)
     assert (path.parent / "checkpoints").is_dir()  # and the lesson wrote its checkpoints
 
 
 def test_make_tests_repository_checks_pass_after_a_lesson_run(lesson_run):
-    course, _ = lesson_run
+    course, _, _ = lesson_run
     env = {**os.environ, "PYTHONPATH": str(course)}
     env.pop("PYTEST_ADDOPTS", None)
     done = subprocess.run(
@@ -246,7 +250,7 @@ def test_make_tests_repository_checks_pass_after_a_lesson_run(lesson_run):
 
 
 def test_after_a_lesson_run_git_has_nothing_to_commit(lesson_run):
-    course, path = lesson_run
+    course, path, _ = lesson_run
     # git compares file sizes first, so `git status` may list the notebook until `git add` refreshes its
     # entry; the content git reads through the filter is what was committed, so nothing is in a diff.
     assert _git("diff", "--exit-code", cwd=course, check=False).returncode == 0
@@ -255,3 +259,10 @@ def test_after_a_lesson_run_git_has_nothing_to_commit(lesson_run):
     assert _git("status", "--porcelain", "--untracked-files=all", cwd=course).stdout == ""
     assert _git("diff", "--cached", "--exit-code", cwd=course, check=False).returncode == 0
     assert any(cell.get("outputs") for cell in json.loads(path.read_text(encoding="utf-8"))["cells"])
+
+
+def test_the_lessons_figures_have_no_text_below_10_points(lesson_run):
+    _, _, fonts = lesson_run
+    figures = read(fonts, LESSON)
+    assert len(figures) >= 2, f"expected the confusion matrix and the grid of mistakes, got {len(figures)}"
+    assert not too_small(figures), f"text below {MIN_POINTS:g} pt in {LESSON}: {too_small(figures)}"

@@ -1,0 +1,52 @@
+"""What a teacher and a student meet in a classroom: text a projector can show, a quiet first screen.
+
+The figures' text is checked twice: here, over the code that sizes it (every notebook, the bench's
+plot), and while notebooks run (tests/figure_fonts.py, in test_git_filter.py and the browser test),
+over every text matplotlib actually draws.
+"""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from figure_fonts import MIN_POINTS
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+PLOTTING_SCRIPTS = [ROOT / "scripts" / "bench.py"]  # its plot is shown in 06_performance
+
+# A text size given in code: fontsize=8, labelsize=7, size="small", {"size": 6}, font.size ...
+_SIZE = re.compile(
+    r"""(?:\b(?:fontsize|labelsize|titlesize|size)\s*=\s*|["'](?:fontsize|size|font\.size)["']\s*[:,]\s*)"""
+    r"""(?P<value>\d+(?:\.\d+)?|["'](?:xx-small|x-small|small|smaller)["'])"""
+)
+
+
+def _code(path: Path) -> str:
+    if path.suffix == ".ipynb":
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    return path.read_text(encoding="utf-8")
+
+
+def _too_small(code: str) -> list[str]:
+    found = []
+    for match in _SIZE.finditer(code):
+        value = match.group("value")
+        if value[0] in "\"'" or float(value) < MIN_POINTS:
+            found.append(match.group(0))
+    return found
+
+
+def test_the_size_check_finds_small_text():
+    code = 'ax.set_title("x", fontsize=8)\nplt.legend(fontsize="small")\nrc = {"font.size": 7}\nfontsize=12'
+    assert _too_small(code) == ["fontsize=8", 'fontsize="small"', '"font.size": 7']
+    assert _too_small("normal(size=(4, 5)); load(size=budget.train_size); bar_label(fontsize=10)") == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + PLOTTING_SCRIPTS, ids=lambda p: p.name)
+def test_figure_text_is_at_least_10_points(path):
+    """10 pt at matplotlib's 100 dpi is 14 pixels: readable on a projector at 1280x720."""
+    small = _too_small(_code(path))
+    assert not small, f"{path.name} sets text below {MIN_POINTS:g} pt, too small for a projector: {small}"
