@@ -31,8 +31,11 @@ git-filter:
 		test "$$(git config --get $(FILTER).required)" = true || git config $(FILTER).required true; \
 	fi
 
+# jupyter/ holds the course's JupyterLab defaults (no news prompt, checkpoints/ and runs/ not listed);
+# .venv/bin goes first on PATH so that the notebooks' `%tensorboard` finds TensorBoard.
 lab: setup
-	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(ROOT_FLAG) $(LAB_ARGS)
+	PATH="$(CURDIR)/$(BIN):$$PATH" JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+		$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(ROOT_FLAG) $(LAB_ARGS)
 
 test: setup
 	$(BIN)/ruff check .

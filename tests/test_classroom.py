@@ -6,7 +6,10 @@ over every text matplotlib actually draws.
 """
 
 import json
+import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -50,3 +53,43 @@ def test_figure_text_is_at_least_10_points(path):
     """10 pt at matplotlib's 100 dpi is 14 pixels: readable on a projector at 1280x720."""
     small = _too_small(_code(path))
     assert not small, f"{path.name} sets text below {MIN_POINTS:g} pt, too small for a projector: {small}"
+
+
+# --- what `make lab` starts ---------------------------------------------------------------------
+
+
+def _make_lab_command() -> str:
+    """The command `make lab` runs, from `make -n` (which prints the recipes and runs none)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    done = subprocess.run(
+        ["make", "--no-print-directory", "-n", "lab"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.replace("\\\n", " ").splitlines()
+    return " ".join(next(line for line in lines if "jupyter lab" in line).split())
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_lab_reads_the_courses_settings_and_finds_tensorboard():
+    command = _make_lab_command()
+    assert f'JUPYTER_CONFIG_PATH="{ROOT}/jupyter' in command, command
+    assert f'PATH="{ROOT}/.venv/bin:' in command, command  # %tensorboard runs `tensorboard` from PATH
+    assert "--ServerApp.root_dir=notebooks" in command
+
+
+def test_the_lab_asks_nothing_about_news_and_lists_no_run_outputs():
+    overrides = json.loads((ROOT / "jupyter" / "labconfig" / "default_setting_overrides.json").read_text())
+    assert overrides["@jupyterlab/apputils-extension:notification"] == {
+        "checkForUpdates": False,
+        "fetchNews": "false",
+    }
+    server = json.loads((ROOT / "jupyter" / "jupyter_server_config.json").read_text())
+    hidden = server["ContentsManager"]["hide_globs"]
+    from jupyter_server.services.contents.manager import ContentsManager
+
+    assert set(ContentsManager.class_traits()["hide_globs"].default()) <= set(
+        hidden
+    )  # JupyterLab's own stay hidden
+    assert {"checkpoints", "runs"} <= set(hidden)
+    ignored = (ROOT / ".gitignore").read_text().split()
+    assert {"checkpoints/", "runs/"} <= set(ignored)  # what the lab does not list, git does not see
