@@ -266,3 +266,16 @@ def test_the_lessons_figures_have_no_text_below_10_points(lesson_run):
     figures = read(fonts, LESSON)
     assert len(figures) >= 2, f"expected the confusion matrix and the grid of mistakes, got {len(figures)}"
     assert not too_small(figures), f"text below {MIN_POINTS:g} pt in {LESSON}: {too_small(figures)}"
+
+
+def test_the_lesson_prints_nothing_on_stderr(lesson_run):
+    """Pink text reads as a failure to a student: a lesson prints none (tqdm draws widgets here)."""
+    _, path, _ = lesson_run
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    stderr = [
+        f"{cell['id']}: {''.join(output['text'])[:300]}"
+        for cell in cells
+        for output in cell.get("outputs", [])
+        if output.get("name") == "stderr"
+    ]
+    assert not stderr, stderr
