@@ -4,8 +4,8 @@
     python scripts/colab_cells.py --check notebooks/*.ipynb  # exit 1 and list the stale notebooks
 
 The repository and branch come from ``helpers/course.py``, the one place that names them. The
-badge is a markdown cell (id ``colab-badge``) at the top, with the same link as text beside it (an
-offline classroom cannot load the badge's image); the setup cell (id ``colab-setup``) goes just
+badge is a markdown cell (id ``colab-badge``) at the top, after the same link as text (an offline
+classroom cannot load the badge's image); the setup cell (id ``colab-setup``) goes just
 before the notebook's first code cell, so it runs before anything imports the helpers, and its code
 is hidden in JupyterLab behind its first line (``jupyter.source_hidden`` in its metadata). Every
 other cell, its id and metadata stay as they are, and running the tool twice changes nothing:
@@ -31,7 +31,7 @@ SETUP_ID = "colab-setup"
 SETUP_METADATA = {"jupyter": {"source_hidden": True}}
 _BADGE_MARK = "colab.research.google.com/assets/colab-badge.svg"
 BADGE_TEXT = "Run this notebook in Google Colab"
-BADGE_NOTE = "on a free GPU (online only)."
+BADGE_NOTE = "on a free GPU (online only):"
 _SETUP_MARK = "# Colab only: install the course's helpers"
 _PYTHON = "<python>"  # placeholder for sys.executable in the rendered command
 
@@ -62,10 +62,10 @@ if "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ:
 
 
 def badge_source(notebook_name: str) -> str:
-    """The badge cell's markdown for ``notebooks/<notebook_name>``: the badge, then the same link as
-    text, which is what an offline classroom sees where the badge's image cannot load."""
+    """The badge cell's markdown for ``notebooks/<notebook_name>``: the link as text, then the badge;
+    offline, where the badge's image cannot load, the text still says where the link goes."""
     url = colab_url(notebook_name)
-    return f"[![Open In Colab](https://{_BADGE_MARK})]({url}) [{BADGE_TEXT}]({url}) {BADGE_NOTE}"
+    return f"[{BADGE_TEXT}]({url}) {BADGE_NOTE} [![Open In Colab](https://{_BADGE_MARK})]({url})"
 
 
 def setup_source() -> str:
