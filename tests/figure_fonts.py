@@ -3,9 +3,11 @@
 ``kernel_env(folder)`` returns the environment variables that make a Jupyter kernel record them: an
 IPython startup file (``IPYTHONDIR``) wraps matplotlib's ``Figure.draw`` and ``Text.draw``, and after
 each figure is drawn, for the inline display or a ``savefig``, appends one JSON line to a file: the
-notebook (``JPY_SESSION_NAME``, which the Jupyter server sets, else ``COURSE_NOTEBOOK``) and the size
-in points of each non-empty text matplotlib drew (titles, labels, tick labels, legends, annotations).
-``read(folder)`` gives them back. Nothing in the notebooks changes; the kernel only watches.
+notebook (``JPY_SESSION_NAME``, which the Jupyter server sets, else ``COURSE_NOTEBOOK``), the size in
+points of each non-empty text matplotlib drew (titles, labels, tick labels, legends, annotations),
+the figure's dpi and, for a figure shown in the notebook, the size in pixels of the PNG shown (so
+that the browser test can find it on the page). ``read(folder)`` gives them back. Nothing in the
+notebooks changes; the kernel only watches.
 """
 
 from __future__ import annotations
@@ -20,16 +22,24 @@ MIN_POINTS = 10.0  # the smallest text a figure may have, in points: readable at
 
 _STARTUP = """
 def _course_record_figure_fonts():
+    import base64
     import functools
     import json
     import os
+    import struct
 
+    import IPython.core.pylabtools as pylabtools
     import matplotlib.figure
     import matplotlib.text
 
     record = os.environ["COURSE_FIGURE_FONTS"]
     notebook = os.environ.get("JPY_SESSION_NAME") or os.environ.get("COURSE_NOTEBOOK", "")
     drawing = []  # the texts of the figure being drawn
+    displaying = []  # the figure being turned into an image for the notebook, once drawn
+
+    def write(entry):
+        with open(record, "a", encoding="utf-8") as file:
+            file.write(json.dumps(entry) + "\\n")
 
     def text_draw(original):
         @functools.wraps(original)
@@ -48,14 +58,35 @@ def _course_record_figure_fonts():
                 return original(self, renderer)
             finally:
                 texts = drawing.pop()
-                if texts and not drawing:
-                    with open(record, "a", encoding="utf-8") as file:
-                        file.write(json.dumps({"notebook": notebook, "texts": texts}) + "\\n")
+                if not drawing:
+                    entry = {"notebook": notebook, "texts": texts, "dpi": float(self.dpi)}
+                    if displaying:
+                        displaying[-1] = entry  # the last drawing is the one shown
+                    else:
+                        write(entry)  # a savefig
 
         return draw
 
+    def print_figure(original):  # what the inline backend calls to show a figure in the notebook
+        @functools.wraps(original)
+        def show(fig, *args, **kwargs):
+            displaying.append(None)
+            try:
+                data = original(fig, *args, **kwargs)
+            finally:
+                entry = displaying.pop()
+            if entry is not None:
+                png = base64.b64decode(data) if isinstance(data, str) else data
+                if isinstance(png, bytes) and png.startswith(b"\\x89PNG"):
+                    entry["png"] = list(struct.unpack(">II", png[16:24]))  # width, height in pixels
+                write(entry)
+            return data
+
+        return show
+
     matplotlib.text.Text.draw = text_draw(matplotlib.text.Text.draw)
     matplotlib.figure.Figure.draw = figure_draw(matplotlib.figure.Figure.draw)
+    pylabtools.print_figure = print_figure(pylabtools.print_figure)
 
 
 _course_record_figure_fonts()
