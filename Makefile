@@ -21,13 +21,16 @@ setup: $(STAMP) git-filter
 
 # The git filter named in .gitattributes: git reads each notebook through scripts/strip_outputs.py
 # (standard library only), so the outputs a lesson run leaves in notebooks/ are never committed and
-# `git diff` shows none. Written to this clone's .git/config; nothing to do outside a git clone.
+# `git diff` shows none. On checkout the notebook is written as stored (smudge: cat; `required`
+# makes a filter that fails an error, never a silent commit of outputs, and wants both commands).
+# Written to this clone's .git/config; nothing to do outside a git clone.
 FILTER := filter.strip-notebook-outputs
 FILTER_CLEAN := "$(PYTHON)" scripts/strip_outputs.py
 git-filter:
 	@if [ "$$(git rev-parse --show-toplevel 2>/dev/null)" = "$$(pwd -P)" ]; then \
 		test "$$(git config --get $(FILTER).clean)" = '$(FILTER_CLEAN)' \
 			|| git config $(FILTER).clean '$(FILTER_CLEAN)'; \
+		test "$$(git config --get $(FILTER).smudge)" = cat || git config $(FILTER).smudge cat; \
 		test "$$(git config --get $(FILTER).required)" = true || git config $(FILTER).required true; \
 	fi
 

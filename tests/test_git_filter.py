@@ -187,6 +187,7 @@ def test_make_setup_tells_git_to_strip_notebooks(course):
     assert "setup: $(STAMP) git-filter" in makefile  # so `make lab` and `make test` run it too
     clean = _git("config", "--get", f"filter.{FILTER}.clean", cwd=course).stdout.strip()
     assert clean.endswith("scripts/strip_outputs.py"), clean
+    assert _git("config", "--get", f"filter.{FILTER}.smudge", cwd=course).stdout.strip() == "cat"
     assert _git("config", "--get", f"filter.{FILTER}.required", cwd=course).stdout.strip() == "true"
     before = (course / ".git" / "config").read_bytes()
     subprocess.run(
@@ -203,6 +204,22 @@ def test_make_git_filter_outside_a_clone_does_nothing(tmp_path):
     done = subprocess.run(["make", "git-filter"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert not (tmp_path / ".git").exists()
+
+
+def test_a_notebook_run_or_deleted_checks_out_as_committed(course):
+    """git writes a notebook back as it was committed (the filter's smudge side: as stored)."""
+    name = "notebooks/00_devices_and_tensors.ipynb"
+    path, committed = course / name, _git("show", f"HEAD:{name}", cwd=course).stdout
+    notebook = nbformat.read(path, as_version=4)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [nbformat.v4.new_output("stream", text="ran\n")], 1
+    nbformat.write(notebook, path)
+    _git("checkout", "--", name, cwd=course)
+    assert path.read_text(encoding="utf-8") == committed
+    path.unlink()
+    _git("checkout", "--", name, cwd=course)
+    assert path.read_text(encoding="utf-8") == committed
 
 
 @pytest.fixture(scope="module")
