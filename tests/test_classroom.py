@@ -112,3 +112,28 @@ def test_importing_the_timing_helpers_logs_nothing(tmp_path):
             [sys.executable, "-c", "import torch.utils.benchmark"], env=env, capture_output=True, text=True
         )
         assert "No CUDA runtime is found" in shown.stderr, "torch no longer warns: _import_benchmark can go"
+
+
+# --- the README ----------------------------------------------------------------------------------
+
+
+def test_the_readme_tells_a_newcomer_what_they_meet():
+    """What trying the course from a fresh clone ran into, answered where setup is described."""
+    readme = (ROOT / "README.md").read_text()
+    assert "### Setting up: what a newcomer meets" in readme
+    setup = readme.split("### Setting up: what a newcomer meets", 1)[1].split("\n## ", 1)[0]
+    needed = {
+        "LAB_ARGS": "JupyterLab's options",
+        "--no-browser": "a machine without a screen",
+        "--port": "another port",
+        "--allow-root": "root in a container",
+        "COURSE_QUICK=1 make lab": "quick mode in the lab",
+        "notebooks/checkpoints/": "where checkpoints go",
+        "notebooks/runs/": "where TensorBoard logs go",
+        ".venv/bin/tensorboard": "TensorBoard, which is not on PATH",
+        "scripts/strip_outputs.py": "why running a lesson changes nothing for git",
+        "sudo apt-get update && sudo apt-get install": "Chromium on a fresh machine",
+    }
+    missing = [f"{text!r} ({why})" for text, why in needed.items() if text not in setup]
+    assert not missing, f"the README's setup section lacks: {missing}"
+    assert "--allow-root" in (ROOT / "Makefile").read_text()  # what the README says `make lab` adds
