@@ -320,7 +320,7 @@ _READ_CELLS = """() => {
 }"""
 
 # What one screen shows of the open notebook: each visible text of its cells (the minimap aside) with
-# its font size, and each visible output image with its natural and shown size.
+# its font size, each visible output image with its natural and shown size, and any notification.
 _MEASURE_VIEW = """() => {
   const width = window.innerWidth, height = window.innerHeight;
   const onScreen = r => r.width > 0 && r.height > 0 && r.bottom > 0 && r.top < height && r.right > 0

@@ -1,4 +1,5 @@
-"""What a teacher and a student meet in a classroom: text a projector can show, a quiet first screen.
+"""What a teacher and a student meet in a classroom: text a projector can show, what `make lab` starts
+with, no pink notes from the helpers, and a README that answers a newcomer's setup questions.
 
 The figures' text is checked twice: here, over the code that sizes it (every notebook, the bench's
 plot), and while notebooks run (tests/figure_fonts.py, in test_git_filter.py and the browser test),
