@@ -13,11 +13,13 @@ keeps its outputs for the student.
 
 Removed: the outputs and execution counts of code cells; what a run or the lab's view adds to a
 cell's metadata (``execution`` timings, ``ExecuteTime``, ``collapsed``, ``scrolled``, ``trusted``,
-``jupyter.outputs_hidden``); what a run adds to the notebook's (widget state, a signature, the
-kernel's ``language_info`` beyond its name). Kept: every source, cell id, tag (``nbval-skip``,
-``raises-exception``) and other metadata, such as ``jupyter.source_hidden``. The notebook is
-written as Jupyter writes one (keys sorted, one-space indent, UTF-8, a final newline), so a
-notebook committed through the filter reads back byte for byte after a run.
+and the folding of a cell's code or outputs, ``jupyter.source_hidden`` and ``outputs_hidden``);
+what a run adds to the notebook's (widget state, a signature, the kernel's ``language_info`` beyond
+its name). Kept: every source, cell id, tag (``nbval-skip``, ``raises-exception``) and other
+metadata. Folding is a view a student changes with a click; the one cell the course folds, the
+Colab setup cell (``scripts/colab_cells.py``), is stored folded whatever the student's view was.
+The notebook is written as Jupyter writes one (keys sorted, one-space indent, UTF-8, a final
+newline), so a notebook committed through the filter reads back byte for byte after a run.
 
 Standard library only, so that git can run it with the Python that ``make setup`` found, whether
 or not ``.venv`` exists yet. Input that is not a notebook (a merge conflict, say) passes through
@@ -33,6 +35,10 @@ from pathlib import Path
 
 # Cell metadata that records a run or the lab's view of a cell, not the lesson.
 RUN_CELL_METADATA = ("execution", "ExecuteTime", "collapsed", "scrolled", "trusted")
+VIEW_METADATA = ("source_hidden", "outputs_hidden")  # under "jupyter": a cell folded in the lab
+# The cells stored with their code folded, whatever a student unfolded: the id scripts/colab_cells.py
+# gives the Colab setup cell, and the metadata it writes there (SETUP_ID, SETUP_METADATA).
+FOLDED = {"colab-setup": {"source_hidden": True}}
 # Notebook metadata that records a run.
 RUN_NOTEBOOK_METADATA = ("widgets", "signature", "orig_nbformat", "orig_nbformat_minor")
 
@@ -55,9 +61,12 @@ def strip(notebook: dict) -> dict:
             metadata.pop(key, None)
         view = metadata.get("jupyter")
         if isinstance(view, dict):
-            view.pop("outputs_hidden", None)
+            for key in VIEW_METADATA:
+                view.pop(key, None)
             if not view:
                 del metadata["jupyter"]
+        if cell.get("id") in FOLDED:
+            metadata.setdefault("jupyter", {}).update(FOLDED[cell["id"]])
     metadata = notebook.get("metadata", {})
     for key in RUN_NOTEBOOK_METADATA:
         metadata.pop(key, None)

@@ -56,7 +56,7 @@ def _run_notebook():
                     "scrolled": True,
                     "collapsed": False,
                     "trusted": True,
-                    "jupyter": {"outputs_hidden": True},
+                    "jupyter": {"outputs_hidden": True, "source_hidden": True},  # folded by a click
                 },
                 "outputs": [{"name": "stdout", "output_type": "stream", "text": ["hello\n"]}],
                 "source": "print('hello')\nx = 1",
@@ -65,7 +65,7 @@ def _run_notebook():
                 "cell_type": "code",
                 "execution_count": 4,
                 "id": "colab-setup",
-                "metadata": {"jupyter": {"source_hidden": True, "outputs_hidden": False}},
+                "metadata": {},  # unfolded by a student
                 "outputs": [],
                 "source": ["# Colab only\n"],
             },
@@ -103,6 +103,14 @@ def test_the_stripped_notebook_is_written_as_jupyter_writes_it():
     assert text == nbformat.writes(nbformat.reads(text, as_version=4)) + "\n"  # the server's own format
     assert "Título ✓" in text  # UTF-8, not \u escapes
     assert tool.clean(text) == text  # stripping twice changes nothing
+
+
+def test_the_folded_colab_cell_is_the_one_scripts_colab_cells_writes():
+    spec = importlib.util.spec_from_file_location("colab_cells", ROOT / "scripts" / "colab_cells.py")
+    colab_cells = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(colab_cells)
+    written = {colab_cells.SETUP_ID: colab_cells.SETUP_METADATA["jupyter"]}
+    assert written == tool.FOLDED
 
 
 @pytest.mark.parametrize("text", ["", "not json", '{"a": 1}', "<<<<<<< HEAD\n{}\n=======\n{}\n>>>>>>> x\n"])
