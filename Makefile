@@ -8,7 +8,7 @@ LAB_ARGS ?=
 # JupyterLab refuses to run as root (containers, some cloud machines) unless told it may.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: setup lab test bench gpu-check
+.PHONY: setup git-filter lab test bench gpu-check
 
 # (Re)install when the pins or the package metadata change.
 $(STAMP): requirements.txt pyproject.toml
@@ -17,10 +17,28 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	@touch $(STAMP)
 
-setup: $(STAMP)
+setup: $(STAMP) git-filter
 
+# The git filter named in .gitattributes: git reads each notebook through scripts/strip_outputs.py
+# (standard library only), so the outputs a lesson run leaves in notebooks/ are never committed and
+# `git diff` shows none. On checkout the notebook is written as stored (smudge: cat; `required`
+# makes a filter that fails an error, never a silent commit of outputs, and wants both commands).
+# Written to this clone's .git/config; nothing to do outside a git clone.
+FILTER := filter.strip-notebook-outputs
+FILTER_CLEAN := "$(PYTHON)" scripts/strip_outputs.py
+git-filter:
+	@if [ "$$(git rev-parse --show-toplevel 2>/dev/null)" = "$$(pwd -P)" ]; then \
+		test "$$(git config --get $(FILTER).clean)" = '$(FILTER_CLEAN)' \
+			|| git config $(FILTER).clean '$(FILTER_CLEAN)'; \
+		test "$$(git config --get $(FILTER).smudge)" = cat || git config $(FILTER).smudge cat; \
+		test "$$(git config --get $(FILTER).required)" = true || git config $(FILTER).required true; \
+	fi
+
+# jupyter/ holds the course's JupyterLab defaults (no news prompt, checkpoints/ and runs/ not listed);
+# .venv/bin goes first on PATH so that the notebooks' `%tensorboard` finds TensorBoard.
 lab: setup
-	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(ROOT_FLAG) $(LAB_ARGS)
+	PATH="$(CURDIR)/$(BIN):$$PATH" JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+		$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(ROOT_FLAG) $(LAB_ARGS)
 
 test: setup
 	$(BIN)/ruff check .

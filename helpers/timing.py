@@ -10,6 +10,7 @@ after warm-up calls. ``autorange`` and ``compare`` are thin wrappers around
 from __future__ import annotations
 
 import json
+import logging
 import numbers
 import re
 import time
@@ -19,7 +20,6 @@ from types import TracebackType
 from typing import Any
 
 import torch
-from torch.utils import benchmark
 
 from helpers import _args
 from helpers.devices import as_device
@@ -36,6 +36,26 @@ __all__ = [
     "synchronize",
     "time_calls",
 ]
+
+
+def _import_benchmark():
+    """``torch.utils.benchmark``, imported without the warning its import can log.
+
+    It imports ``torch.utils.cpp_extension``, which on a machine with a CUDA toolkit but no usable GPU
+    logs "No CUDA runtime is found, using CUDA_HOME=...": a note about compiling C++ extensions, which
+    the course never does, that reads like an error at the top of ``06_performance``.
+    """
+    log = logging.getLogger("torch.utils.cpp_extension")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        from torch.utils import benchmark
+    finally:
+        log.setLevel(level)
+    return benchmark
+
+
+benchmark = _import_benchmark()
 
 
 def _callable(fn: Any, caller: str) -> None:

@@ -282,11 +282,11 @@ def plot(result: dict, png_path: Path) -> None:
             (i, median),
             ha="center",
             va="bottom",
-            fontsize=8,
+            fontsize=10,
             xytext=(0, 3),
             textcoords="offset points",
         )
-    ax.set_xticks(range(len(PATHS)), [labels[p] for p in PATHS], fontsize=8)
+    ax.set_xticks(range(len(PATHS)), [labels[p] for p in PATHS], fontsize=10)
     ax.set_ylabel("training images per second (bars: median, dots: runs)")
     ratio = summary["ratio"]
     ax.set_title(
@@ -311,7 +311,7 @@ def plot(result: dict, png_path: Path) -> None:
     ax.set_xticks(sizes, [str(b) for b in sizes])
     ax.minorticks_off()
     ax.set_title("training step throughput by batch size (random data)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=10)
     device = result["device"]
     fig.suptitle(
         f"{device['name']} ({device['type']}), torch {result['versions']['torch']}, {result['date'][:10]}"

@@ -4,8 +4,10 @@
     python scripts/colab_cells.py --check notebooks/*.ipynb  # exit 1 and list the stale notebooks
 
 The repository and branch come from ``helpers/course.py``, the one place that names them. The
-badge is a markdown cell (id ``colab-badge``) at the top; the setup cell (id ``colab-setup``) goes
-just before the notebook's first code cell, so it runs before anything imports the helpers. Every
+badge is a markdown cell (id ``colab-badge``) at the top, after the same link as text (an offline
+classroom cannot load the badge's image); the setup cell (id ``colab-setup``) goes just
+before the notebook's first code cell, so it runs before anything imports the helpers, and its code
+is hidden in JupyterLab behind its first line (``jupyter.source_hidden`` in its metadata). Every
 other cell, its id and metadata stay as they are, and running the tool twice changes nothing:
 a notebook whose two cells are already current is not rewritten.
 """
@@ -24,12 +26,18 @@ from helpers.course import colab_install_command, colab_url
 
 BADGE_ID = "colab-badge"
 SETUP_ID = "colab-setup"
+# The setup cell's code is hidden in JupyterLab, which shows its first line as a title in its place:
+# a student's first screen is the lesson, not 25 lines that matter only on Colab.
+SETUP_METADATA = {"jupyter": {"source_hidden": True}}
 _BADGE_MARK = "colab.research.google.com/assets/colab-badge.svg"
+BADGE_TEXT = "Run this notebook in Google Colab"
+BADGE_NOTE = "on a free GPU (online only):"
 _SETUP_MARK = "# Colab only: install the course's helpers"
 _PYTHON = "<python>"  # placeholder for sys.executable in the rendered command
 
 _SETUP_TEMPLATE = """\
-{mark} (torch stays as Colab has it). Elsewhere this does nothing.
+{mark}. Elsewhere this does nothing.
+# torch stays as Colab has it.
 import os
 import sys
 
@@ -54,8 +62,10 @@ if "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ:
 
 
 def badge_source(notebook_name: str) -> str:
-    """The badge cell's markdown for ``notebooks/<notebook_name>``."""
-    return f"[![Open In Colab](https://{_BADGE_MARK})]({colab_url(notebook_name)})"
+    """The badge cell's markdown for ``notebooks/<notebook_name>``: the link as text, then the badge;
+    offline, where the badge's image cannot load, the text still says where the link goes."""
+    url = colab_url(notebook_name)
+    return f"[{BADGE_TEXT}]({url}) {BADGE_NOTE} [![Open In Colab](https://{_BADGE_MARK})]({url})"
 
 
 def setup_source() -> str:
@@ -85,7 +95,7 @@ def with_colab_cells(notebook: nbformat.NotebookNode, notebook_name: str) -> nbf
         if "id" not in cell:
             cell["id"] = nbformat.v4.new_code_cell().id
     badge = nbformat.v4.new_markdown_cell(badge_source(notebook_name), id=BADGE_ID)
-    setup = nbformat.v4.new_code_cell(setup_source(), id=SETUP_ID)
+    setup = nbformat.v4.new_code_cell(setup_source(), id=SETUP_ID, metadata=SETUP_METADATA)
     first_code = next((i for i, cell in enumerate(cells) if cell["cell_type"] == "code"), len(cells))
     result.cells = [badge, *cells[:first_code], setup, *cells[first_code:]]
     result.nbformat, result.nbformat_minor = 4, max(5, result.get("nbformat_minor", 5))

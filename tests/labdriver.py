@@ -37,8 +37,10 @@ from typing import Any
 
 __all__ = [
     "ROOT",
+    "VIEWPORT",
     "LabServer",
     "NotebookRun",
+    "View",
     "find_chromium",
     "launch_chromium",
     "run_notebook",
@@ -53,9 +55,10 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "@jupyterlab/docmanager-extension/plugin": {"autosave": False},
     # The minimap is where JupyterLab marks a cell that has an error output (see the docstring).
     "@jupyterlab/notebook-extension/tracker": {"showMinimap": True},
-    # No request to the Jupyter news feed and no toast asking about it over the screenshots.
-    "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
+    # Nothing about the Jupyter news prompt: `make lab` turns it off itself (jupyter/), as for students.
 }
+# A projector's resolution: what the screenshots show, and what the text sizes are checked at.
+VIEWPORT = {"width": 1280, "height": 720}
 
 STDERR = "application/vnd.jupyter.stderr"
 LOADING_WIDGET = "Loading widget..."  # what ipywidgets shows until it can display a widget
@@ -123,9 +126,10 @@ def _alive(processes: set[tuple[int, str]]) -> set[tuple[int, str]]:
 class LabServer:
     """JupyterLab started by ``make lab`` with ``COURSE_QUICK=1``; ``stop()`` ends it and its children."""
 
-    def __init__(self, workdir: Path, log_path: Path) -> None:
+    def __init__(self, workdir: Path, log_path: Path, env: dict[str, str] | None = None) -> None:
         self.workdir = workdir
         self.log_path = log_path
+        self.env = dict(env or {})  # more variables for the server and so for its kernels
         self.port = _free_port()
         self.token = secrets.token_hex(16)
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -158,6 +162,7 @@ class LabServer:
         env = {k: v for k, v in os.environ.items() if k not in ("COURSE_DATA", "COURSE_DATA_DIR")}
         for name in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL"):  # when pytest itself runs under `make test`
             env.pop(name, None)
+        env.update(self.env)
         env["COURSE_QUICK"] = "1"
         env["JUPYTER_RUNTIME_DIR"] = str(self.workdir / "runtime")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -254,6 +259,20 @@ class LabServer:
 
 
 @dataclass
+class View:
+    """One screen of a notebook after its run, as a projector shows it (``VIEWPORT``)."""
+
+    name: str  # "first-screen", "plot", "exercises"
+    screenshot: Path
+    text_px: dict[str, float]  # the notebook's visible texts (up to 40 characters) -> font size, CSS px
+    images: list[dict]  # visible output images: natural (PNG) and shown width and height, in px
+    toasts: list[str]  # notifications over the page (JupyterLab's toasts)
+
+    def smallest_text(self) -> tuple[float, str] | None:
+        return min(((size, text) for text, size in self.text_px.items()), default=None)
+
+
+@dataclass
 class NotebookRun:
     """What the browser showed after "Run All Cells" in one notebook."""
 
@@ -267,6 +286,7 @@ class NotebookRun:
     stderr: list[str] = field(default_factory=list)  # stderr text that is not an error (warnings)
     page_errors: list[str] = field(default_factory=list)  # uncaught exceptions in JupyterLab's page
     screenshot: Path | None = None
+    views: list[View] = field(default_factory=list)  # the first screen, a plot, the exercises
 
     def problems(self) -> list[str]:
         found = list(self.errors)
@@ -299,6 +319,40 @@ _READ_CELLS = """() => {
           dialog: dialog ? dialog.textContent : null};
 }"""
 
+# What one screen shows of the open notebook: each visible text of its cells (the minimap aside) with
+# its font size, each visible output image with its natural and shown size, and any notification.
+_MEASURE_VIEW = """() => {
+  const width = window.innerWidth, height = window.innerHeight;
+  const onScreen = r => r.width > 0 && r.height > 0 && r.bottom > 0 && r.top < height && r.right > 0
+    && r.left < width;
+  const notebook = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
+  const texts = {};
+  const walker = document.createTreeWalker(notebook, NodeFilter.SHOW_TEXT);
+  while (walker.nextNode()) {
+    const node = walker.currentNode, text = node.textContent.trim();
+    const element = node.parentElement;
+    if (!text || !element || element.closest('.jp-WindowedPanel-scrollbar')) continue;
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    if (!Array.from(range.getClientRects()).some(onScreen)) continue;
+    const size = parseFloat(getComputedStyle(element).fontSize), key = text.slice(0, 40);
+    texts[key] = Math.min(size, texts[key] ?? Infinity);
+  }
+  const images = Array.from(notebook.querySelectorAll('.jp-OutputArea-output img'))
+    .filter(img => onScreen(img.getBoundingClientRect()) && img.naturalWidth > 0)
+    .map(img => ({natural: [img.naturalWidth, img.naturalHeight],
+                  shown: [img.clientWidth, img.clientHeight]}));
+  const toasts = Array.from(document.querySelectorAll('.Toastify__toast')).map(t => t.textContent.trim());
+  return {texts, images, toasts};
+}"""
+
+# Where each view scrolls to: the top, the first figure, the "Try it yourself" heading.
+_VIEW_TARGETS = {
+    "first-screen": ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell >> nth=0",
+    "plot": ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output img >> nth=0",
+    "exercises": ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-MarkdownOutput h2:has-text('Try it yourself')",
+}
+
 _KERNEL_READY = """() => Array.from(document.querySelectorAll('.jp-StatusBar-TextItem'))
   .some(item => / \\| Idle$/.test(item.textContent) && !item.textContent.startsWith('No Kernel'))"""
 
@@ -322,7 +376,7 @@ def run_notebook(server: LabServer, browser: Any, path: str, screenshot: Path, t
     screenshot.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     deadline = start + timeout
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context = browser.new_context(viewport=VIEWPORT)
     page = context.new_page()
     page.on("pageerror", lambda error: run.page_errors.append(str(error)))
     try:
@@ -360,6 +414,7 @@ def run_notebook(server: LabServer, browser: Any, path: str, screenshot: Path, t
                 break
             time.sleep(0.5)
         _read_result(run, state)
+        run.views = _look(page, screenshot)
         first_problem = next((i for i, e in enumerate(state["minimap"]) if e == "error"), None)
         if first_problem is not None:
             page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").nth(
@@ -378,6 +433,22 @@ def run_notebook(server: LabServer, browser: Any, path: str, screenshot: Path, t
         finally:
             context.close()  # closes without saving; beforeunload handlers are not run
     return run
+
+
+def _look(page: Any, screenshot: Path) -> list[View]:
+    """Scroll to each of ``_VIEW_TARGETS`` there is, screenshot it beside ``screenshot``, measure it."""
+    views = []
+    for name, selector in _VIEW_TARGETS.items():
+        target = page.locator(selector)
+        if target.count() == 0:
+            continue  # a notebook without a figure
+        target.first.evaluate("element => element.scrollIntoView({block: 'start'})")
+        page.wait_for_timeout(500)  # let the windowed notebook render what came into view
+        path = screenshot.with_name(f"{screenshot.stem}-{name}.png")
+        page.screenshot(path=str(path))
+        seen = page.evaluate(_MEASURE_VIEW)
+        views.append(View(name, path, seen["texts"], seen["images"], seen["toasts"]))
+    return views
 
 
 def _read_result(run: NotebookRun, state: dict) -> None:

@@ -1,10 +1,16 @@
 """Every notebook in a real browser: JupyterLab started by `make lab`, each notebook run in headless Chromium.
 
-For each `notebooks/*.ipynb`: open it, Run All Cells in quick mode (`COURSE_QUICK=1`), wait until the
-kernel is idle, then check that every code cell has an execution count and that no cell shows an
-error; a screenshot of each goes to `test-output/browser/`, with JupyterLab's log (`lab.log`) and the
-times (`summary.txt`). Nothing is saved: the notebooks stay as committed. How errors are found is
-explained in `labdriver.py`; the first test shows that the checks do fail on a notebook that raises.
+For each `notebooks/*.ipynb`: open it at a projector's 1280x720, Run All Cells in quick mode
+(`COURSE_QUICK=1`), wait until the kernel is idle, then check that every code cell has an execution
+count, that no cell shows an error or prints on stderr (a warning reads as a failure to a student),
+and, on three screens a teacher shows (the first screen, the first figure, the exercises), that no
+notification covers them and that the notebook's text and the figure's text are large enough to
+read; the kernels record the size of every figure's text too (`figure_fonts.py`): none under 10 pt.
+It also checks that `make lab` itself asks nothing about Jupyter news and does not list the lessons'
+`checkpoints/` and `runs/`. Screenshots of the end of each run and of the three screens go to
+`test-output/browser/`, with JupyterLab's log (`lab.log`) and the times and sizes (`summary.txt`).
+Nothing is saved: the notebooks stay as committed. How errors are found is explained in
+`labdriver.py`; the first test shows that the checks do fail on a notebook that raises.
 
 Needs Debian's Chromium (`sudo apt-get install chromium`, or `COURSE_CHROMIUM=/path/to/chromium`) and
 Playwright (pinned in requirements.txt). Without them the tests skip, except where
@@ -19,7 +25,8 @@ import shutil
 import time
 
 import pytest
-from labdriver import ROOT, LabServer, find_chromium, launch_chromium, run_notebook, write_notebook
+from figure_fonts import MIN_POINTS, kernel_env, read, too_small
+from labdriver import ROOT, VIEWPORT, LabServer, find_chromium, launch_chromium, run_notebook, write_notebook
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 OUTPUT = ROOT / "test-output" / "browser"
@@ -27,6 +34,10 @@ OUTPUT = ROOT / "test-output" / "browser"
 # git-ignored by the `test-output/` entry of .gitignore, and the test removes it again.
 SCRATCH = ROOT / "notebooks" / "test-output"
 STARTUP_TIMEOUT = 240.0  # `make lab` reinstalls the pins first when requirements.txt changed
+# On a projector at VIEWPORT: the notebook's own text (JupyterLab shows code and outputs at 13 px,
+# markdown at 14) and a figure's smallest text as shown (10 pt at 100 dpi, scaled to fit the page).
+MIN_TEXT_PX = 13.0
+MIN_FIGURE_PX = 10.0
 
 
 def _seconds(name: str, default: float) -> float:
@@ -106,8 +117,14 @@ def summary(chromium):
 
 
 @pytest.fixture(scope="module")
-def lab(chromium, deadline, summary, tmp_path_factory):
-    server = LabServer(tmp_path_factory.mktemp("lab"), OUTPUT / "lab.log")
+def fonts(chromium, tmp_path_factory):
+    """Where the kernels record the text sizes of the figures they draw (tests/figure_fonts.py)."""
+    return tmp_path_factory.mktemp("figure-fonts")
+
+
+@pytest.fixture(scope="module")
+def lab(chromium, deadline, summary, fonts, tmp_path_factory):
+    server = LabServer(tmp_path_factory.mktemp("lab"), OUTPUT / "lab.log", env=kernel_env(fonts))
     started = time.monotonic()
     try:
         server.start(timeout=_budget(deadline, STARTUP_TIMEOUT))
@@ -120,6 +137,10 @@ def lab(chromium, deadline, summary, tmp_path_factory):
         assert {p.name for p in NOTEBOOKS if p.exists()} <= served, (
             f"the server's root holds {sorted(served)}"
         )
+        # `make lab`'s own settings (jupyter/), not the test's: no prompt about Jupyter news.
+        notification = server.api("GET", "/lab/api/settings/@jupyterlab/apputils-extension:notification")
+        assert notification["schema"]["properties"]["fetchNews"]["default"] == "false", notification["schema"]
+        assert "fetchNews" not in notification["settings"]
         yield server
     finally:
         left = server.stop()
@@ -187,19 +208,37 @@ def test_the_checks_fail_on_errors_and_on_cells_never_run(lab, browser, deadline
     assert run.screenshot.stat().st_size > 0
 
 
+def _figure_px(view, figures) -> list[tuple[float, str]]:
+    """For each figure shown in ``view``: its smallest text as shown, in px, and what it is."""
+    shown = []
+    for image in view.images:
+        figure = next((f for f in figures if f.get("png") == image["natural"]), None)
+        if figure is None:
+            continue  # not drawn in this run: a recorded GPU figure, or a PNG from results/
+        points, text = min(figure["texts"])
+        scale = image["shown"][0] / image["natural"][0]
+        shown.append((points * figure["dpi"] / 72 * scale, f"{text!r}, {points:g} pt shown at {scale:.0%}"))
+    return shown
+
+
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_runs_in_jupyterlab(notebook, lab, browser, deadline, summary):
+def test_notebook_runs_in_jupyterlab(notebook, lab, browser, deadline, summary, fonts):
     if not notebook.exists():
         pytest.skip(f"{notebook.name} was removed while the tests ran")
     had_outputs = _has_outputs(notebook)
     run = run_notebook(
         lab, browser, notebook.name, OUTPUT / f"{notebook.stem}.png", timeout=_budget(deadline, PER_NOTEBOOK)
     )
+    figures = read(fonts, notebook.name)
     notes = f"; stderr (not errors): {run.stderr}" if run.stderr else ""
     notes += f"; page errors: {run.page_errors}" if run.page_errors else ""
+    for view in run.views:
+        smallest, figure = view.smallest_text(), min(_figure_px(view, figures), default=None)
+        notes += f"; {view.name}: smallest text {smallest[0]:g} px ({smallest[1]!r})" if smallest else ""
+        notes += f", figure text {figure[0]:.1f} px ({figure[1]})" if figure else ""
     summary(
-        f"{notebook.name}: {run.seconds:.1f} s, {run.code_cells} code cells, problems: {run.problems()}"
-        + notes
+        f"{notebook.name}: {run.seconds:.1f} s, {run.code_cells} code cells, {len(figures)} figures, "
+        f"problems: {run.problems()}" + notes
     )
     assert not run.problems(), (
         f"{notebook.name} in JupyterLab: {'; '.join(run.problems())} (see {run.screenshot})"
@@ -207,3 +246,27 @@ def test_notebook_runs_in_jupyterlab(notebook, lab, browser, deadline, summary):
     assert run.screenshot.stat().st_size > 0
     assert not [line for line in lab.writes() if notebook.name in line], f"the server saved {notebook.name}"
     assert had_outputs or not _has_outputs(notebook), f"the browser run saved outputs into {notebook.name}"
+
+    # What a student reads as a failure: pink text that is no error (a warning, a library's log line).
+    assert not run.stderr, f"{notebook.name} prints on stderr, which reads as a failure: {run.stderr}"
+    # At a projector's 1280x720: the first screen, a figure and the exercises, each screenshot.
+    names = [view.name for view in run.views]
+    assert names[0] == "first-screen" and names[-1] == "exercises", names
+    for view in run.views:
+        assert view.screenshot.stat().st_size > 0
+        assert not view.toasts, f"{notebook.name}: a notification covers the {view.name}: {view.toasts}"
+        small = {text: px for text, px in view.text_px.items() if px < MIN_TEXT_PX}
+        assert not small, (
+            f"{notebook.name}, {view.name} at {VIEWPORT}: text below {MIN_TEXT_PX:g} px: {small}"
+        )
+        for px, what in _figure_px(view, figures):
+            assert px >= MIN_FIGURE_PX, (
+                f"{notebook.name}: a figure's smallest text, {what}, is {px:.1f} px on a {VIEWPORT} screen "
+                f"(see {view.screenshot}); at least {MIN_FIGURE_PX:g} px: larger text or a narrower figure"
+            )
+    assert not too_small(figures), (
+        f"{notebook.name}: figure text below {MIN_POINTS:g} pt: {too_small(figures)}"
+    )
+    # The lessons' checkpoints/ and runs/ stay on disk but out of the file browser (jupyter/).
+    served = {item["name"] for item in lab.api("GET", "/api/contents")["content"]}
+    assert not {"checkpoints", "runs"} & served, f"the file browser lists {sorted(served)}"

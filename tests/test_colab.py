@@ -147,6 +147,20 @@ def test_notebook_has_an_up_to_date_badge_and_setup_cell(path):
     assert tool.main(["--check", str(path)]) == 0
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_first_screen_has_a_text_link_and_the_setup_cell_folded_to_one_line(path):
+    """Offline the badge's image cannot load, so the link is there as text too; and in JupyterLab the
+    setup cell shows one line, its first, instead of 25 lines that matter only on Colab."""
+    cells = nbformat.read(path, as_version=4).cells
+    text_links = re.findall(r"(?<!!)\[([^\[\]]+)\]\(([^)]+)\)", cells[0].source)  # not the image
+    assert [url for _, url in text_links] == [colab_url(path.name)], cells[0].source
+    assert "Colab" in text_links[0][0]
+    setup = next(cell for cell in cells if cell.cell_type == "code")
+    assert setup.metadata.get("jupyter", {}).get("source_hidden") is True, f"{path.name}: not folded"
+    title = setup.source.splitlines()[0]
+    assert title.startswith("# Colab only") and "Elsewhere this does nothing" in title and len(title) <= 80
+
+
 def test_setup_cell_does_nothing_on_this_machine():
     source = tool.setup_source()
     env = {k: v for k, v in os.environ.items() if k != "COLAB_RELEASE_TAG"}

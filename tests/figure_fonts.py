@@ -1,0 +1,131 @@
+"""The size of every text in every figure a notebook draws, for the tests that read them off a projector.
+
+``kernel_env(folder)`` returns the environment variables that make a Jupyter kernel record them: an
+IPython startup file (``IPYTHONDIR``) wraps matplotlib's ``Figure.draw`` and ``Text.draw``, and after
+each figure is drawn, for the inline display or a ``savefig``, appends one JSON line to a file: the
+notebook (``JPY_SESSION_NAME``, which the Jupyter server sets, else ``COURSE_NOTEBOOK``), the size in
+points of each non-empty text matplotlib drew (titles, labels, tick labels, legends, annotations),
+the figure's dpi and, for a figure shown in the notebook, the size in pixels of the PNG shown (so
+that the browser test can find it on the page). ``read(folder)`` gives them back. Nothing in the
+notebooks changes; the kernel only watches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+__all__ = ["MIN_POINTS", "kernel_env", "read", "too_small"]
+
+MIN_POINTS = 10.0  # the smallest text a figure may have, in points: readable at 1280x720 on a projector
+
+_STARTUP = """
+def _course_record_figure_fonts():
+    import base64
+    import functools
+    import json
+    import os
+    import struct
+
+    import IPython.core.pylabtools as pylabtools
+    import matplotlib.figure
+    import matplotlib.text
+
+    record = os.environ["COURSE_FIGURE_FONTS"]
+    notebook = os.environ.get("JPY_SESSION_NAME") or os.environ.get("COURSE_NOTEBOOK", "")
+    drawing = []  # the texts of the figure being drawn
+    displaying = []  # the figure being turned into an image for the notebook, once drawn
+
+    def write(entry):
+        with open(record, "a", encoding="utf-8") as file:
+            file.write(json.dumps(entry) + "\\n")
+
+    def text_draw(original):
+        @functools.wraps(original)
+        def draw(self, renderer):
+            if drawing and self.get_visible() and self.get_text().strip():
+                drawing[-1].append([float(self.get_fontsize()), self.get_text().strip()[:60]])
+            return original(self, renderer)
+
+        return draw
+
+    def figure_draw(original):
+        @functools.wraps(original)
+        def draw(self, renderer):
+            drawing.append([])
+            try:
+                return original(self, renderer)
+            finally:
+                texts = drawing.pop()
+                if not drawing:
+                    entry = {"notebook": notebook, "texts": texts, "dpi": float(self.dpi)}
+                    if displaying:
+                        displaying[-1] = entry  # the last drawing is the one shown
+                    else:
+                        write(entry)  # a savefig
+
+        return draw
+
+    def print_figure(original):  # what the inline backend calls to show a figure in the notebook
+        @functools.wraps(original)
+        def show(fig, *args, **kwargs):
+            displaying.append(None)
+            try:
+                data = original(fig, *args, **kwargs)
+            finally:
+                entry = displaying.pop()
+            if entry is not None:
+                png = base64.b64decode(data) if isinstance(data, str) else data
+                if isinstance(png, bytes) and png.startswith(b"\\x89PNG"):
+                    entry["png"] = list(struct.unpack(">II", png[16:24]))  # width, height in pixels
+                write(entry)
+            return data
+
+        return show
+
+    matplotlib.text.Text.draw = text_draw(matplotlib.text.Text.draw)
+    matplotlib.figure.Figure.draw = figure_draw(matplotlib.figure.Figure.draw)
+    pylabtools.print_figure = print_figure(pylabtools.print_figure)
+
+
+_course_record_figure_fonts()
+del _course_record_figure_fonts
+"""
+
+
+def kernel_env(folder: Path) -> dict[str, str]:
+    """Variables that make a kernel started with them record its figures' text sizes under ``folder``."""
+    startup = folder / "ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True, exist_ok=True)
+    (startup / "00-course-figure-fonts.py").write_text(_STARTUP, encoding="utf-8")
+    return {"IPYTHONDIR": str(folder / "ipython"), "COURSE_FIGURE_FONTS": str(folder / "figure-fonts.jsonl")}
+
+
+def read(folder: Path, notebook: str | None = None) -> list[dict]:
+    """The figures recorded under ``folder`` (of ``notebook``, a file name, when given), in drawing order."""
+    path = folder / "figure-fonts.jsonl"
+    if not path.exists():
+        return []
+    figures = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        figure = json.loads(line)
+        if not figures or figure != figures[-1]:  # a figure drawn twice (bbox_inches="tight") counts once
+            figures.append(figure)
+    if notebook is not None:
+        figures = [f for f in figures if os.path.basename(f["notebook"]) == notebook]
+    return figures
+
+
+def too_small(figures: list[dict], minimum: float = MIN_POINTS) -> list[str]:
+    """Per figure and size below ``minimum`` points: ``"figure 2: 16 texts at 8 pt, e.g. 'cat\\nas dog'"``."""
+    found = []
+    for number, figure in enumerate(figures, start=1):
+        by_size: dict[float, list[str]] = {}
+        for size, text in figure["texts"]:
+            if size < minimum:
+                by_size.setdefault(size, []).append(text)
+        for size, texts in sorted(by_size.items()):
+            examples = ", ".join(repr(text) for text in texts[:3])
+            found.append(f"figure {number}: {len(texts)} text(s) at {size:g} pt, e.g. {examples}")
+    return found

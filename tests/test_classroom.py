@@ -1,0 +1,140 @@
+"""What a teacher and a student meet in a classroom: text a projector can show, what `make lab` starts
+with, no pink notes from the helpers, and a README that answers a newcomer's setup questions.
+
+The figures' text is checked twice: here, over the code that sizes it (every notebook, the bench's
+plot), and while notebooks run (tests/figure_fonts.py, in test_git_filter.py and the browser test),
+over every text matplotlib actually draws.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from figure_fonts import MIN_POINTS
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+PLOTTING_SCRIPTS = [ROOT / "scripts" / "bench.py"]  # its plot is shown in 06_performance
+
+# A text size given in code: fontsize=8, labelsize=7, size="small", {"size": 6}, font.size ...
+_SIZE = re.compile(
+    r"""(?:\b(?:fontsize|labelsize|titlesize|size)\s*=\s*|["'](?:fontsize|size|font\.size)["']\s*[:,]\s*)"""
+    r"""(?P<value>\d+(?:\.\d+)?|["'](?:xx-small|x-small|small|smaller)["'])"""
+)
+
+
+def _code(path: Path) -> str:
+    if path.suffix == ".ipynb":
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    return path.read_text(encoding="utf-8")
+
+
+def _too_small(code: str) -> list[str]:
+    found = []
+    for match in _SIZE.finditer(code):
+        value = match.group("value")
+        if value[0] in "\"'" or float(value) < MIN_POINTS:
+            found.append(match.group(0))
+    return found
+
+
+def test_the_size_check_finds_small_text():
+    code = 'ax.set_title("x", fontsize=8)\nplt.legend(fontsize="small")\nrc = {"font.size": 7}\nfontsize=12'
+    assert _too_small(code) == ["fontsize=8", 'fontsize="small"', '"font.size": 7']
+    assert _too_small("normal(size=(4, 5)); load(size=budget.train_size); bar_label(fontsize=10)") == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + PLOTTING_SCRIPTS, ids=lambda p: p.name)
+def test_figure_text_is_at_least_10_points(path):
+    """10 pt at matplotlib's 100 dpi is 14 pixels: readable on a projector at 1280x720."""
+    small = _too_small(_code(path))
+    assert not small, f"{path.name} sets text below {MIN_POINTS:g} pt, too small for a projector: {small}"
+
+
+# --- what `make lab` starts ---------------------------------------------------------------------
+
+
+def _make_lab_command() -> str:
+    """The command `make lab` runs, from `make -n` (which prints the recipes and runs none)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    done = subprocess.run(
+        ["make", "--no-print-directory", "-n", "lab"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.replace("\\\n", " ").splitlines()
+    return " ".join(next(line for line in lines if "jupyter lab" in line).split())
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_lab_reads_the_courses_settings_and_finds_tensorboard():
+    command = _make_lab_command()
+    assert f'JUPYTER_CONFIG_PATH="{ROOT}/jupyter' in command, command
+    assert f'PATH="{ROOT}/.venv/bin:' in command, command  # %tensorboard runs `tensorboard` from PATH
+    assert "--ServerApp.root_dir=notebooks" in command
+
+
+def test_the_lab_asks_nothing_about_news_and_lists_no_run_outputs():
+    overrides = json.loads((ROOT / "jupyter" / "labconfig" / "default_setting_overrides.json").read_text())
+    assert overrides["@jupyterlab/apputils-extension:notification"] == {
+        "checkForUpdates": False,
+        "fetchNews": "false",
+    }
+    server = json.loads((ROOT / "jupyter" / "jupyter_server_config.json").read_text())
+    hidden = server["ContentsManager"]["hide_globs"]
+    from jupyter_server.services.contents.manager import ContentsManager
+
+    assert set(ContentsManager.class_traits()["hide_globs"].default()) <= set(
+        hidden
+    )  # JupyterLab's own stay hidden
+    assert {"checkpoints", "runs"} <= set(hidden)
+    ignored = (ROOT / ".gitignore").read_text().split()
+    assert {"checkpoints/", "runs/"} <= set(ignored)  # what the lab does not list, git does not see
+
+
+# --- no noise -------------------------------------------------------------------------------------
+
+
+def test_importing_the_timing_helpers_logs_nothing(tmp_path):
+    """torch.utils.benchmark imports torch.utils.cpp_extension, which logs 'No CUDA runtime is found,
+    using CUDA_HOME=...' where a CUDA toolkit is found but no GPU: pink text atop 06_performance."""
+    env = {**os.environ, "CUDA_HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}  # a "toolkit" is found
+    probe = "import torch, helpers.timing; print(torch.cuda.is_available())"
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "", done.stderr
+    if done.stdout.strip() == "False":  # where the warning would come: check that it still exists
+        shown = subprocess.run(
+            [sys.executable, "-c", "import torch.utils.benchmark"], env=env, capture_output=True, text=True
+        )
+        assert "No CUDA runtime is found" in shown.stderr, "torch no longer warns: _import_benchmark can go"
+
+
+# --- the README ----------------------------------------------------------------------------------
+
+
+def test_the_readme_tells_a_newcomer_what_they_meet():
+    """What trying the course from a fresh clone ran into, answered where setup is described."""
+    readme = (ROOT / "README.md").read_text()
+    assert "### Setting up: what a newcomer meets" in readme
+    setup = readme.split("### Setting up: what a newcomer meets", 1)[1].split("\n## ", 1)[0]
+    needed = {
+        "LAB_ARGS": "JupyterLab's options",
+        "--no-browser": "a machine without a screen",
+        "--port": "another port",
+        "--allow-root": "root in a container",
+        "COURSE_QUICK=1 make lab": "quick mode in the lab",
+        "notebooks/checkpoints/": "where checkpoints go",
+        "notebooks/runs/": "where TensorBoard logs go",
+        ".venv/bin/tensorboard": "TensorBoard, which is not on PATH",
+        "scripts/strip_outputs.py": "why running a lesson changes nothing for git",
+        "sudo apt-get update && sudo apt-get install": "Chromium on a fresh machine",
+    }
+    missing = [f"{text!r} ({why})" for text, why in needed.items() if text not in setup]
+    assert not missing, f"the README's setup section lacks: {missing}"
+    assert "--allow-root" in (ROOT / "Makefile").read_text()  # what the README says `make lab` adds
