@@ -5,11 +5,23 @@ import pytest
 from helpers.checks import CheckBug, CheckFailed, correct, expect, fail, not_answered
 
 
-def test_expect_catches_the_error_and_prints_its_first_line(capsys):
+def test_expect_catches_the_error_and_prints_it_whole(capsys):
+    """The first line alone is often not enough ("you have two options," and then the options)."""
     with expect(ValueError, "bad") as caught:
-        raise ValueError("a bad value\nsecond line")
+        raise ValueError("a bad value, you have two options:\n\n\x1b[1m(1) this\x1b[0m\n(2) that")
     assert isinstance(caught.error, ValueError)
-    assert capsys.readouterr().out == "ValueError: a bad value\n"
+    expected = "ValueError: a bad value, you have two options:\n    (1) this\n    (2) that\n"
+    assert capsys.readouterr().out == expected
+
+
+def test_expect_keeps_a_long_message_short_or_brief_on_request(capsys):
+    with expect(ValueError):
+        raise ValueError("\n".join(f"line {i}" for i in range(20)))
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == expect.MAX_LINES + 1 and out[-1] == "    ... (12 more lines)"
+    with expect(ValueError, brief=True):
+        raise ValueError("first\nsecond")
+    assert capsys.readouterr().out == "ValueError: first\n"
 
 
 def test_expect_labels_the_error_it_prints(capsys):
@@ -17,6 +29,7 @@ def test_expect_labels_the_error_it_prints(capsys):
         raise RuntimeError("Expected all tensors to be on the same device\nmore")
     assert capsys.readouterr().out == (
         "2. two tensors on two devices: RuntimeError: Expected all tensors to be on the same device\n"
+        "    more\n"
     )
 
 

@@ -22,6 +22,7 @@ with IPython's ``set_custom_exc``. The cell still ends in an error, so ``pytest 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from types import TracebackType
 
@@ -112,11 +113,29 @@ def show_failures_briefly() -> None:
     shell.set_custom_exc((CheckFailed,), _brief_traceback)
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _shown(message: str, max_lines: int) -> str:
+    """An error message as ``expect`` prints it: no colours, no blank lines, at most ``max_lines``."""
+    lines = [line.rstrip() for line in _ANSI.sub("", message).splitlines() if line.strip()]
+    if len(lines) > max_lines:
+        more = len(lines) - max_lines
+        lines = (
+            lines[:max_lines] + [f"... ({more} more line{'s' if more != 1 else ''})"]
+            if max_lines > 1
+            else lines[:1]
+        )
+    return "\n    ".join(line.strip() if index else line for index, line in enumerate(lines))
+
+
 class expect:  # lower case: it reads like a keyword, `with expect(TypeError, "cpu"):`
     """Check that the ``with`` block raises ``error_type`` whose message contains one of ``fragments``.
 
-    The error is caught, its first line printed (after ``label``, when given: which mistake it
-    is), and kept as ``.error``; the notebook goes on. If
+    The error is caught, printed (after ``label``, when given: which mistake it is), and kept as
+    ``.error``; the notebook goes on. The message is printed whole, up to ``MAX_LINES`` lines
+    without terminal colours (its first line alone is often not enough: "you have two options,"),
+    or only its first line with ``brief=True``. If
     the block raises nothing, or another type of error, or a message without any fragment, the
     ``with`` statement fails with an ``AssertionError`` (the other error is chained), so a lesson
     that shows an error also proves that it happens::
@@ -125,12 +144,17 @@ class expect:  # lower case: it reads like a keyword, `with expect(TypeError, "c
             gpu_tensor.numpy()
     """
 
-    def __init__(self, error_type: type[BaseException], *fragments: str, label: str | None = None) -> None:
+    MAX_LINES = 8
+
+    def __init__(
+        self, error_type: type[BaseException], *fragments: str, label: str | None = None, brief: bool = False
+    ) -> None:
         if not (isinstance(error_type, type) and issubclass(error_type, BaseException)):
             raise TypeError(f"expect() takes an exception class first, got {error_type!r}")
         self.error_type = error_type
         self.fragments = fragments
         self.label = label
+        self.brief = brief
         self.error: BaseException | None = None
 
     def __enter__(self) -> expect:
@@ -151,6 +175,6 @@ class expect:  # lower case: it reads like a keyword, `with expect(TypeError, "c
         if self.fragments and not any(fragment in message for fragment in self.fragments):
             raise AssertionError(f"{name} raised, but its message has none of {self.fragments}: {message}")
         self.error = exc
-        first_line = message.splitlines()[0] if message else ""
-        print(f"{self.label}: {name}: {first_line}" if self.label else f"{name}: {first_line}")
+        text = _shown(message, 1 if self.brief else self.MAX_LINES)
+        print(f"{self.label}: {name}: {text}" if self.label else f"{name}: {text}")
         return True  # swallow the expected error
