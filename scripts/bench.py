@@ -41,7 +41,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 from torchvision import transforms
 
-from helpers.data import SyntheticCIFAR10, load_cifar10
+from helpers.data import STAND_IN_VERSION, SyntheticCIFAR10, load_cifar10
 from helpers.devices import pick_device
 from helpers.fastpath import Autocast, DeviceLoader, bf16_supported, dataset_tensors
 from helpers.models import CifarNet, Tudui
@@ -350,6 +350,8 @@ def main(argv: list[str] | None = None) -> dict:
     test_dataset = load_cifar10(train=False, transform=to_tensor, size=settings["test_size"])
     settings["train_size"], settings["test_size"] = len(train_dataset), len(test_dataset)
     settings["data"] = "synthetic stand-in" if isinstance(train_dataset, SyntheticCIFAR10) else "CIFAR-10"
+    if isinstance(train_dataset, SyntheticCIFAR10):
+        settings["stand_in"] = STAND_IN_VERSION  # which version of the stand-in it trained on
     train_tensors = dataset_tensors(train_dataset, device, memory_format=torch.channels_last)
     test_loader = DeviceLoader(*dataset_tensors(test_dataset, device), batch_size=1000)
     data = {
