@@ -323,13 +323,19 @@ def _runs(values: list[float]) -> str:
 
 
 def _diverged(accuracy: dict) -> list[str]:
-    """A line for every run that ended near chance (10 classes): a mean over the runs would hide it."""
+    """A line for every run that ended near chance (10 classes): a mean over the runs would hide it.
+
+    Where another run of the same pipeline learned (30% or more), this one diverged; where none
+    did, the budget was too small for the network to learn at all.
+    """
     lines = []
     for path, record in accuracy.items():
+        best = max(record["runs"], default=0.0)
         for number, value in enumerate(record["runs"], start=1):
             if value < 0.15:
                 name = path.replace("_", " ")
-                lines.append(f"FAILED: {name} run {number} ended at {value:.1%}, chance level: it diverged")
+                why = f"it diverged (another run reached {best:.1%})" if best >= 0.3 else "it learned nothing"
+                lines.append(f"FAILED: {name} run {number} ended at {value:.1%}, near chance (10%): {why}")
     return lines
 
 

@@ -232,4 +232,4 @@ def test_a_diverged_run_is_reported_not_averaged_away():
     (result,) = [r for r in recorded if r["device"]["name"] == "NVIDIA H100 80GB HBM3"]
     text = describe_result(result)
     assert "99.5%, 10.0%, 99.6%" in text
-    assert "FAILED: fast path run 2 ended at 10.0%, chance level: it diverged" in text
+    assert "FAILED: fast path run 2 ended at 10.0%, near chance (10%): it diverged (another run" in text
