@@ -8,13 +8,14 @@ own output is the real thing); without one it prints what the same cell printed 
 recorded GPU run, labelled with the GPU, the torch version and the date.
 
 A recording is shown only when the recorded cell's source is the cell's current source (the
-``show_gpu_output`` line aside, so that adding it keeps older recordings valid). When the cell has
+``show_gpu_output`` line, imports and blank lines aside: see ``cell_source_key``). When the cell has
 changed since, the recording is reported as out of date and not shown: it may not be what this code
 prints. Nothing here probes the hardware at import time.
 """
 
 from __future__ import annotations
 
+import ast
 import base64
 import functools
 import json
@@ -24,8 +25,8 @@ from pathlib import Path
 
 __all__ = ["Recording", "cell_source_key", "find_recording", "recordings_root", "show_gpu_output"]
 
-# The line a cell ends with, and the import of it in a setup cell: left out when two versions of a
-# cell are compared, so that adding them keeps the recordings made before valid.
+# The line a cell ends with: left out when two versions of a cell are compared, so that adding it
+# keeps the recordings made before valid.
 _SHOW_LINE = re.compile(
     r"^\s*show_gpu_output\(.*\)\s*;?\s*$|^from helpers\.recorded import show_gpu_output\s*$"
 )
@@ -47,12 +48,25 @@ def recordings_root() -> Path | None:
 
 
 def cell_source_key(source: str | list[str]) -> str:
-    """A cell's source as compared between versions: without ``show_gpu_output`` lines and end spaces."""
+    """A cell's source as compared between versions of it: the code that can change what it prints.
+
+    Left out: the ``show_gpu_output`` line, import statements (they print nothing, and adding a
+    name to an import must not make a recording look out of date), blank lines and end spaces.
+    """
     if isinstance(source, list):
         source = "".join(source)
-    lines = [line.rstrip() for line in source.splitlines() if not _SHOW_LINE.match(line)]
-    while lines and not lines[-1]:
-        lines.pop()
+    skip: set[int] = set()
+    try:
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                skip.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    except SyntaxError:  # IPython magics and the like: compare every line
+        skip = set()
+    lines = [
+        line.rstrip()
+        for number, line in enumerate(source.splitlines(), start=1)
+        if number not in skip and line.strip() and not _SHOW_LINE.match(line)
+    ]
     return "\n".join(lines)
 
 

@@ -74,9 +74,14 @@ def test_the_comparison_ignores_only_the_added_lines():
     before = "x = torch.ones(2, device=device)\nprint(x)\n"
     after = 'x = torch.ones(2, device=device)\nprint(x)\nshow_gpu_output("00-10")\n'
     assert cell_source_key(before) == cell_source_key(after)
-    setup = "from helpers.devices import pick_device\nfrom helpers.recorded import show_gpu_output\n"
-    assert cell_source_key(setup) == "from helpers.devices import pick_device"
+    before = "import torch\n\nfrom helpers.data import load_cifar10\n\nprint(describe_devices())\n"
+    after = (
+        "import itertools\nimport torch\n\nfrom helpers.data import (\n    expect_accuracy,\n"
+        "    load_cifar10,\n)\nfrom helpers.recorded import show_gpu_output\n\n\nprint(describe_devices())\n"
+    )
+    assert cell_source_key(before) == cell_source_key(after) == "print(describe_devices())"
     assert cell_source_key("print(x)\n") != cell_source_key("print(x + 1)\n")
+    assert cell_source_key("%load_ext tensorboard\nprint(1)") == "%load_ext tensorboard\nprint(1)"
 
 
 @pytest.mark.parametrize("run", RUNS, ids=lambda p: p.name)
