@@ -174,7 +174,7 @@ def find_recording(
             )
         )
     if not found:
-        return None, "no GPU run of this cell is recorded yet"
+        return None, "no GPU run of this cell is on record yet"
     found.sort(key=lambda r: (r.run.get("date", ""), r.run.get("device", "")), reverse=True)
     current = [r for r in found if r.current]
     if current:
@@ -185,6 +185,20 @@ def find_recording(
         f"the recorded GPU run ({newest.label}) holds an older version of {what}, so its output is "
         "not shown: it may not be what this code prints"
     )
+
+
+_TRAINING_WORDS = re.compile(r"accura|loss|correct|mistake|images/s|p = ", re.IGNORECASE)
+
+
+def _about_the_data(recording: Recording) -> bool:
+    """Whether a recorded output reports on training (accuracies, losses, figures of a trained model)."""
+    for output in recording.outputs:
+        figure = output.get("output_type") != "stream" and output.get("data", {}).get("image/png")
+        if figure and not recording.notebook.startswith("00"):  # 00 trains nothing
+            return True
+        if _TRAINING_WORDS.search(_text(output)):
+            return True
+    return False
 
 
 def _text(output: dict) -> str:
@@ -232,11 +246,11 @@ def show_gpu_output(
             return
     recording, why = find_recording(cell_id, depends_on=depends_on, root=root)
     if recording is None or not recording.current:
-        print(f"[No GPU output to show: {why}. `make gpu-check` on a GPU machine records one.]")
+        print(f"[No GPU output to show: {why}. On a machine with a GPU, the cell shows its own.]")
         return
     folder = recording.path.parent.parent.name
     print(f"── what this cell printed on a GPU: {recording.label} (results/gpu/{folder}) ──")
-    if recording.older_stand_in:
+    if recording.older_stand_in and _about_the_data(recording):
         print(
             "(recorded on an earlier version of the synthetic stand-in data, which was far easier: "
             "its accuracies and losses are not those this version gives)"

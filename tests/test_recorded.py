@@ -150,6 +150,15 @@ def _fake_run(tmp_path, name, date, edit=None):
     return notebook
 
 
+def test_the_note_on_the_earlier_stand_in_comes_only_with_figures_of_training(capsys):
+    """The H100 run trained on stand-in version 1: its accuracies say nothing today, its device names do."""
+    show_gpu_output("00-02", force=True)  # describe_devices(): no data involved
+    assert "earlier version of the synthetic stand-in" not in capsys.readouterr().out
+    show_gpu_output("01-13", force=True)  # ten epochs of training on the old data
+    out = capsys.readouterr().out
+    assert "earlier version of the synthetic stand-in" in out and "test accuracy" in out
+
+
 def test_a_stale_recording_is_reported_not_shown(tmp_path, capsys):
     _fake_run(tmp_path, "some-gpu", "2026-11-22", edit="00-04")
     recording, why = find_recording("00-04", root=tmp_path)
@@ -178,9 +187,11 @@ def test_the_newest_current_recording_wins(tmp_path):
 
 
 def test_nothing_recorded_says_so(tmp_path, capsys):
-    assert find_recording("00-04", root=tmp_path) == (None, "no GPU run of this cell is recorded yet")
+    assert find_recording("00-04", root=tmp_path) == (None, "no GPU run of this cell is on record yet")
     show_gpu_output("00-04", force=True, root=tmp_path)
-    assert "No GPU output to show: no GPU run of this cell is recorded yet" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "No GPU output to show: no GPU run of this cell is on record yet" in out
+    assert "On a machine with a GPU, the cell shows its own." in out
 
 
 def test_on_this_machine_it_shows_only_without_a_gpu(capsys):
