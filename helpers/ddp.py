@@ -80,10 +80,17 @@ class Context:
 
 
 def choose_backend(local_world_size: int) -> tuple[str, str]:
-    """NCCL on the GPUs when each process on this machine can have one of its own, else Gloo on the CPU."""
-    if torch.cuda.is_available() and torch.cuda.device_count() >= local_world_size:
-        return "nccl", "cuda"
-    return "gloo", "cpu"
+    """NCCL on the GPUs when each process on this machine can have one of its own, else Gloo on the CPU.
+
+    The backend is PyTorch's default for the device (``get_default_backend_for_device``, PyTorch 2.6
+    and later: NCCL for ``cuda``, Gloo for ``cpu``); an older PyTorch gets the same two by name.
+    """
+    own_gpu = torch.cuda.is_available() and torch.cuda.device_count() >= local_world_size
+    device_type = "cuda" if own_gpu else "cpu"
+    default_backend = getattr(dist, "get_default_backend_for_device", None)
+    if default_backend is not None:
+        return default_backend(device_type), device_type
+    return {"cuda": "nccl", "cpu": "gloo"}[device_type], device_type
 
 
 def setup() -> Context:
@@ -99,7 +106,11 @@ def setup() -> Context:
     backend, device_type = choose_backend(local_world_size)
     if device_type == "cuda":
         device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)  # this process's GPU: "cuda" and NCCL mean this one from here on
+        # this process's GPU: "cuda" and NCCL mean this one from here on
+        if hasattr(torch, "accelerator") and hasattr(torch.accelerator, "set_device_index"):
+            torch.accelerator.set_device_index(local_rank)  # PyTorch 2.6 and later, any accelerator
+        else:
+            torch.cuda.set_device(device)
         dist.init_process_group(backend, device_id=device, timeout=COLLECTIVE_TIMEOUT)
     else:
         device = torch.device("cpu")

@@ -42,15 +42,40 @@ def _mps_available() -> bool:
     return bool(mps is not None and mps.is_available())
 
 
-def _other_accelerator() -> torch.device | None:
-    """A non-CUDA, non-MPS accelerator (Intel XPU, ...) via ``torch.accelerator``, if torch has it."""
+def _accelerator_api() -> Any | None:
+    """``torch.accelerator`` (PyTorch 2.6 and later), or ``None`` on an older torch."""
     accel = getattr(torch, "accelerator", None)
+    if accel is None or not all(hasattr(accel, name) for name in ("is_available", "current_accelerator")):
+        return None
+    return accel
+
+
+def _accelerator_choice() -> torch.device | None:
+    """``torch.accelerator``'s device with its index, or ``None`` (no accelerator usable, or no such API).
+
+    PyTorch's tutorials choose ``torch.accelerator.current_accelerator().type if
+    torch.accelerator.is_available() else "cpu"``: a type without an index (``cuda``). This is the
+    same choice with the index that tensors made there report (``cuda:0``). ``is_available()`` comes
+    first: since PyTorch 2.7 ``current_accelerator()`` names the accelerator PyTorch was built for,
+    also on a machine that has none (a CUDA build without a GPU), and in 2.6 it raised there.
+    """
+    accel = _accelerator_api()
     if accel is None or not accel.is_available():
         return None
     current = accel.current_accelerator()
-    if current is None or current.type in {"cuda", "mps"}:
+    if current is None:
         return None
+    if current.type == "mps":
+        return torch.device("mps", 0)  # a Mac has one Apple GPU
     return torch.device(current.type, accel.current_device_index())
+
+
+def _other_accelerator() -> torch.device | None:
+    """A non-CUDA, non-MPS accelerator (Intel XPU, ...) via ``torch.accelerator``, if torch has it."""
+    chosen = _accelerator_choice()
+    if chosen is None or chosen.type in {"cuda", "mps"}:
+        return None
+    return chosen
 
 
 def _what_this_machine_has() -> str:
@@ -215,7 +240,9 @@ def pick_device(preferred: str | torch.device | None = None) -> torch.device:
 
     With no argument: the best one available, CUDA, then Apple MPS, then another accelerator known
     to ``torch.accelerator``, then the CPU. Accelerators come back with their index (``cuda:0``,
-    not ``cuda``) so that ``tensor.device == device`` holds for tensors made on it.
+    not ``cuda``) so that ``tensor.device == device`` holds for tensors made on it. Where PyTorch
+    has ``torch.accelerator`` (2.6 and later), the choice is its choice, the one PyTorch's
+    tutorials make, plus the index; on an older PyTorch each kind is asked in turn.
 
     With a string or ``torch.device`` (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``): that
     device, after checking that this machine has it; otherwise a ``ValueError`` that says what
@@ -223,13 +250,23 @@ def pick_device(preferred: str | torch.device | None = None) -> torch.device:
     with the same parser, ``as_device``.
     """
     if preferred is None:
-        if torch.cuda.is_available():
-            return torch.device("cuda", torch.cuda.current_device())
-        if _mps_available():
-            return torch.device("mps", 0)
-        other = _other_accelerator()
-        return other if other is not None else torch.device("cpu")
+        chosen = _accelerator_choice()
+        # A PyTorch build has one accelerator. Only an out-of-tree backend (PrivateUse1) can stand in
+        # torch.accelerator's place beside a usable CUDA GPU: CUDA comes first, as on an older torch.
+        if chosen is not None and (chosen.type == "cuda" or not torch.cuda.is_available()):
+            return chosen
+        return _first_available()
     return as_device(preferred, name="preferred", caller="pick_device", check_available=True)
+
+
+def _first_available() -> torch.device:
+    """CUDA, MPS, another accelerator, the CPU, asked in turn: the choice without torch.accelerator."""
+    if torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    if _mps_available():
+        return torch.device("mps", 0)
+    other = _other_accelerator()
+    return other if other is not None else torch.device("cpu")
 
 
 def describe_devices() -> str:

@@ -67,19 +67,35 @@ def _callable(fn: Any, caller: str) -> None:
 
 
 def synchronize(device: torch.device | str) -> None:
-    """Wait until ``device`` has finished all the work queued on it; on the CPU there is none to wait for."""
+    """Wait until ``device`` has finished all the work queued on it; on the CPU there is none to wait for.
+
+    CUDA: ``torch.cuda.synchronize(device)``; Apple's MPS: ``torch.mps.synchronize()``; another
+    accelerator: ``torch.accelerator.synchronize(device)`` (PyTorch 2.6 and later), else the
+    ``synchronize`` of its module (``torch.xpu``, ...); the CPU and ``meta``: nothing.
+    """
     device = as_device(device, name="device", caller="synchronize", check_available=True)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    elif device.type == "mps":
-        torch.mps.synchronize()
-    elif device.type not in ("cpu", "meta"):
-        module = getattr(torch, device.type, None)
-        if module is None or not hasattr(module, "synchronize"):
-            raise ValueError(
-                f"Do not know how to wait for a {device.type!r} device: time it on 'cuda' or 'cpu'"
-            )
-        module.synchronize(device)
+    wait = _wait_for(device.type)
+    if wait is None and device.type not in ("cpu", "meta"):
+        raise ValueError(f"Do not know how to wait for a {device.type!r} device: time it on 'cuda' or 'cpu'")
+    if wait is not None:
+        wait(device)
+
+
+def _wait_for(device_type: str) -> Callable[[torch.device], Any] | None:
+    """The call that waits for a device of this type, or ``None``: nothing to wait for, or no known way."""
+    if device_type in ("cpu", "meta"):
+        return None  # an operation on the CPU has finished when it returns
+    if device_type == "cuda":
+        return torch.cuda.synchronize
+    if device_type == "mps":
+        return lambda device: torch.mps.synchronize()  # a Mac has one Apple GPU: it takes no device
+    accel = getattr(torch, "accelerator", None)
+    if accel is not None and hasattr(accel, "synchronize") and hasattr(accel, "current_accelerator"):
+        current = accel.current_accelerator()
+        if current is not None and current.type == device_type:
+            return accel.synchronize
+    module = getattr(torch, device_type, None)
+    return getattr(module, "synchronize", None) if module is not None else None
 
 
 class Stopwatch:

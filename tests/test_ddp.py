@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.distributed as dist
 from conftest import requires_cuda
 from torch import nn
 from torch.utils.data import DistributedSampler
@@ -235,6 +236,17 @@ def test_backend_follows_the_hardware():
         assert (backend, device_type) == ("gloo", "cpu")
     # more processes than GPUs: NCCL cannot give each its own GPU, so Gloo on the CPU
     assert choose_backend(local_world_size=torch.cuda.device_count() + 1) == ("gloo", "cpu")
+
+
+def test_the_backend_is_pytorchs_default_for_the_device_and_the_same_without_that_call(monkeypatch):
+    chosen = [choose_backend(local_world_size=n) for n in (1, torch.cuda.device_count() + 1)]
+    default = getattr(dist, "get_default_backend_for_device", None)  # PyTorch 2.6 and later
+    if default is not None:
+        assert all(backend == default(device_type) for backend, device_type in chosen)
+        assert (default("cpu"), default("cuda")) == ("gloo", "nccl")  # the names used without it
+    monkeypatch.delattr(dist, "get_default_backend_for_device", raising=False)  # as on an older PyTorch
+    assert not hasattr(dist, "get_default_backend_for_device")
+    assert [choose_backend(local_world_size=n) for n in (1, torch.cuda.device_count() + 1)] == chosen
 
 
 @requires_cuda

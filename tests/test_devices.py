@@ -1,3 +1,4 @@
+import inspect
 from collections import OrderedDict, namedtuple
 
 import numpy as np
@@ -7,6 +8,10 @@ from conftest import requires_cuda, requires_two_gpus
 from torch import nn
 
 from helpers.devices import describe_devices, pick_device, to_device, to_numpy
+
+requires_accelerator_api = pytest.mark.skipif(
+    not hasattr(torch, "accelerator"), reason="torch.accelerator came with PyTorch 2.6"
+)
 
 # --- pick_device -----------------------------------------------------------------------------
 
@@ -19,6 +24,44 @@ def test_default_is_an_available_device_with_an_index_for_accelerators():
     elif device.type != "cpu":
         assert device.index is not None
     assert torch.zeros(1, device=device).device == device
+
+
+@requires_accelerator_api
+def test_default_is_torch_accelerators_choice_plus_the_index():
+    accelerator = torch.accelerator
+    # the line PyTorch's tutorials choose the device with: a type, without an index
+    tutorials = accelerator.current_accelerator().type if accelerator.is_available() else "cpu"
+    device = pick_device()
+    assert device.type == tutorials
+    if tutorials == "cpu":
+        assert device == torch.device("cpu")
+    else:
+        assert accelerator.current_accelerator().index is None
+        assert device == torch.device(tutorials, accelerator.current_device_index())
+        assert device != torch.device(tutorials) and torch.zeros(1, device=tutorials).device == device
+
+
+@requires_accelerator_api
+def test_an_accelerator_pytorch_was_built_for_but_cannot_use_is_not_chosen():
+    accelerator = torch.accelerator
+    if accelerator.is_available():
+        pytest.skip("this machine has an accelerator")
+    if "check_available" in inspect.signature(accelerator.current_accelerator).parameters:  # 2.7 and later
+        built_for = accelerator.current_accelerator()  # the build's accelerator, usable or not
+        assert accelerator.current_accelerator(check_available=True) is None
+        if torch.version.cuda is not None:
+            assert built_for == torch.device("cuda")  # a CUDA build without a GPU, as here in CI
+    assert accelerator.device_count() == 0
+    assert pick_device() == torch.device("cpu")
+
+
+def test_without_torch_accelerator_the_choice_and_the_description_are_the_same(monkeypatch):
+    chosen, described = pick_device(), describe_devices()
+    monkeypatch.delattr(torch, "accelerator", raising=False)  # as on PyTorch before 2.6
+    assert not hasattr(torch, "accelerator")
+    assert pick_device() == chosen
+    assert describe_devices() == described
+    assert torch.zeros(1, device=pick_device()).device == chosen
 
 
 def test_cpu_by_string_and_by_device():

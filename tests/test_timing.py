@@ -15,8 +15,10 @@ import pytest
 import torch
 from conftest import requires_cuda
 
+from helpers.devices import pick_device
 from helpers.timing import (
     Stopwatch,
+    _wait_for,
     autorange,
     compare,
     describe_result,
@@ -36,6 +38,32 @@ def test_synchronize_on_devices_without_a_queue_returns_at_once():
     synchronize(torch.device("meta"))
     with pytest.raises(ValueError, match="synchronize: device 'xla': this machine has no xla device"):
         synchronize("xla")
+
+
+def test_each_kind_of_device_is_waited_for_with_its_own_call(monkeypatch):
+    assert _wait_for("cpu") is None and _wait_for("meta") is None  # nothing is queued there
+    assert _wait_for("cuda") is torch.cuda.synchronize
+    if not torch.backends.mps.is_built():  # the MPS call is really made, and here it has nothing to wait for
+        with pytest.raises(RuntimeError, match="MPS"):
+            _wait_for("mps")(torch.device("mps", 0))
+    accelerator = getattr(torch, "accelerator", None)
+    built_for = accelerator.current_accelerator() if accelerator is not None else None
+    if built_for is not None and built_for.type not in ("cuda", "mps"):
+        assert _wait_for(built_for.type) is accelerator.synchronize  # Intel XPU and the like
+    if hasattr(torch, "xpu") and (built_for is None or built_for.type != "xpu"):
+        assert _wait_for("xpu") is torch.xpu.synchronize  # not this build's accelerator: its own module
+    assert _wait_for("xla") is None  # no torch.xla: synchronize() refuses it (see above)
+
+
+def test_synchronize_and_the_stopwatch_work_here_with_or_without_torch_accelerator(monkeypatch):
+    device = pick_device()
+    for _ in range(2):
+        synchronize(device)
+        with Stopwatch(device) as watch:
+            torch.ones(64, 64, device=device).sum()
+        assert watch.seconds > 0
+        monkeypatch.delattr(torch, "accelerator", raising=False)  # the second time as on PyTorch before 2.6
+    assert not hasattr(torch, "accelerator")
 
 
 def test_stopwatch_measures_the_block():
