@@ -86,8 +86,9 @@ def test_a_stub_is_not_answered_yet(module_name, exercise, stub, capsys):
 def test_the_task_restates_the_exercise_without_its_solution(module_name, exercise):
     task = _check(module_name, exercise).task
     assert task.startswith(f"write {exercise}(")
+    said = task.replace(exercise, "")  # the exercise's own name may hold a word (accumulated_step)
     for spelled_out in ("torch.", "np.", "=", "step", "then"):
-        assert spelled_out not in task, f"{exercise}: the task spells out {spelled_out!r}: {task}"
+        assert spelled_out not in said, f"{exercise}: the task spells out {spelled_out!r}: {task}"
     assert len(task) <= 200
 
 

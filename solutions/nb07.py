@@ -1,0 +1,53 @@
+"""Reference solutions for the exercises of ``07_memory_and_errors`` (try them yourself first)."""
+
+import torch
+
+
+def state_bytes(model, optimizer):
+    group_of = {p: group for group in optimizer.param_groups for p in group["params"]}
+    total = 0
+    for p in model.parameters():
+        size = p.numel() * p.element_size()  # bytes: the dtype decides how many per number
+        total += size  # the parameter itself
+        if not p.requires_grad:
+            continue  # frozen: no gradient, no optimizer state
+        total += size  # its gradient, as large as the parameter
+        group = group_of.get(p)
+        if group is None:
+            continue  # the optimizer does not update it: no state
+        if isinstance(optimizer, torch.optim.Adam | torch.optim.AdamW):
+            total += 2 * size  # exp_avg and exp_avg_sq
+        elif group.get("momentum", 0) != 0:
+            total += size  # SGD's momentum buffer
+    return total
+
+
+def accumulated_step(model, loss_fn, optimizer, inputs, targets, micro_batch):
+    optimizer.zero_grad()  # drop the gradients of the previous batch, once
+    total = 0.0
+    for x, y in zip(inputs.split(micro_batch), targets.split(micro_batch), strict=True):
+        # this piece's share of the whole batch's mean loss: its mean times its size / the batch size
+        loss = loss_fn(model(x), y) * (len(x) / len(inputs))
+        loss.backward()  # gradients add up in .grad
+        total = total + loss.detach()  # stays on the device
+    optimizer.step()  # one update, for the whole batch
+    return float(total)  # one read, at the end
+
+
+def largest_batch(fits, low, high):
+    def fits_in_memory(n):
+        try:
+            fits(n)
+        except torch.cuda.OutOfMemoryError:  # any other error is a bug and goes through
+            return False
+        return True
+
+    if not fits_in_memory(low):
+        return None
+    while low < high:  # low fits, and the answer lies from low to high
+        middle = (low + high + 1) // 2
+        if fits_in_memory(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
