@@ -26,9 +26,9 @@ __all__ = [
     "ScriptRun",
     "StateBytes",
     "largest_batch_that_fits",
+    "measure_state",
     "run_script",
     "saved_for_backward",
-    "state_bytes",
     "tensor_bytes",
 ]
 
@@ -52,7 +52,7 @@ def tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
 
 @dataclass(frozen=True)
 class StateBytes:
-    """The bytes of the tensors that live as long as training does (see ``state_bytes``)."""
+    """The bytes of the tensors that live as long as training does (see ``measure_state``)."""
 
     parameters: int
     gradients: int
@@ -72,7 +72,7 @@ class StateBytes:
         return "\n".join(f"{name:>16}: {size / MiB:8.2f} MiB" for name, size in rows)
 
 
-def state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> StateBytes:
+def measure_state(model: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> StateBytes:
     """Measure what the model's parameters, their ``.grad`` and the optimizer's state take now.
 
     Counts the tensors that exist at the moment: before the first ``backward`` there are no
@@ -82,7 +82,7 @@ def state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer | None = None
     """
     if not isinstance(model, nn.Module):
         raise TypeError(
-            f"state_bytes(model, optimizer) takes an nn.Module first; got {type(model).__name__}."
+            f"measure_state(model, optimizer) takes an nn.Module first; got {type(model).__name__}."
         )
     params = list(model.parameters())
     grads = [p.grad for p in params if p.grad is not None]
@@ -90,7 +90,7 @@ def state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer | None = None
     if optimizer is not None:
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError(
-                f"state_bytes: optimizer must be a torch.optim optimizer; got {type(optimizer).__name__}."
+                f"measure_state: optimizer must be a torch.optim optimizer; got {type(optimizer).__name__}."
             )
         for per_param in optimizer.state.values():
             state.extend(v for k, v in per_param.items() if isinstance(v, torch.Tensor) and k != "step")

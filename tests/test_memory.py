@@ -13,9 +13,9 @@ from helpers.memory import (
     MiB,
     StateBytes,
     largest_batch_that_fits,
+    measure_state,
     run_script,
     saved_for_backward,
-    state_bytes,
     tensor_bytes,
 )
 
@@ -30,7 +30,7 @@ def _step(model, optimizer, dtype=torch.float32):
     optimizer.step()
 
 
-# ---- tensor_bytes and state_bytes ----
+# ---- tensor_bytes and measure_state ----
 
 
 def test_tensor_bytes_counts_elements_times_their_size_on_any_device():
@@ -56,9 +56,9 @@ def test_state_bytes_before_and_after_a_step(make_optimizer, copies, dtype):
     model = _mlp(dtype)
     optimizer = make_optimizer(model.parameters())
     size = sum(p.numel() for p in model.parameters()) * torch.finfo(dtype).bits // 8
-    assert state_bytes(model, optimizer) == StateBytes(size, 0, 0)
+    assert measure_state(model, optimizer) == StateBytes(size, 0, 0)
     _step(model, optimizer, dtype)
-    after = state_bytes(model, optimizer)
+    after = measure_state(model, optimizer)
     assert after == StateBytes(size, size, copies * size)
     assert after.total == (2 + copies) * size
 
@@ -71,16 +71,16 @@ def test_state_bytes_leaves_out_frozen_parameters_buffers_and_step_counters():
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad) * 4
     everything = sum(p.numel() for p in model.parameters()) * 4
     assert any("step" in s for s in optimizer.state.values())  # there are step counters to leave out
-    assert state_bytes(model, optimizer) == StateBytes(everything, trainable, 2 * trainable)
-    assert state_bytes(model).optimizer == 0  # no optimizer given
+    assert measure_state(model, optimizer) == StateBytes(everything, trainable, 2 * trainable)
+    assert measure_state(model).optimizer == 0  # no optimizer given
 
 
 def test_state_bytes_refuses_swapped_arguments():
     model = _mlp()
     with pytest.raises(TypeError, match="takes an nn.Module first; got Adam"):
-        state_bytes(torch.optim.Adam(model.parameters()), model)
+        measure_state(torch.optim.Adam(model.parameters()), model)
     with pytest.raises(TypeError, match="must be a torch.optim optimizer; got dict"):
-        state_bytes(model, {})
+        measure_state(model, {})
 
 
 def test_state_bytes_prints_a_table_in_mib():
