@@ -1,15 +1,21 @@
-"""The fast path of ``06_performance``: the dataset held on the device, bf16 autocast where it is native.
+"""The fast path of ``06_performance`` and ``make bench``: data on the device, a large-batch recipe, AMP.
 
 ``DeviceLoader`` serves batches from tensors that already live on the device: no per-sample Python,
 no PIL images, no host-to-device copy per batch. For the same random state it yields exactly the
 batches that ``DataLoader(TensorDataset(...), shuffle=True)`` yields (``tests/test_fastpath.py``
 checks this), so the two pipelines can be compared on the same data in the same order.
+
+``LargeBatchSchedule`` is the learning-rate recipe that lets a larger batch keep the accuracy
+(the linear scaling rule, a warm-up, a decay); ``choose_precision`` and ``grad_scaler`` pick the
+mixed precision a device can use (bf16, else fp16 with a ``GradScaler`` on CUDA, else float32);
+``train_epoch`` is the training loop that applies both, one learning rate per step.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -18,7 +24,22 @@ from torch import nn
 from helpers import _args
 from helpers.devices import as_device
 
-__all__ = ["Autocast", "DeviceLoader", "bf16_supported", "dataset_tensors"]
+__all__ = [
+    "Autocast",
+    "DeviceLoader",
+    "EpochStats",
+    "LargeBatchSchedule",
+    "Precision",
+    "bf16_supported",
+    "choose_precision",
+    "dataset_tensors",
+    "grad_scaler",
+    "sgd",
+    "train_epoch",
+]
+
+# The seed's recipe (seed 000 trains Tudui with SGD at batch 64, lr 0.01): what the rule scales from.
+SEED_BATCH_SIZE, SEED_LR = 64, 0.01
 
 
 def _class_labels(targets: Any) -> torch.Tensor:
@@ -240,7 +261,9 @@ class Autocast(nn.Module):
     Autocast should cover the forward pass only, not ``backward()`` or the optimizer step; wrapping
     the model does exactly that, so a training loop such as ``helpers.train.train_one_epoch`` runs
     in mixed precision unchanged (the loss is computed from the float32 outputs). bf16 keeps
-    float32's range, so no gradient scaler is needed. The weights stay float32 in ``model``.
+    float32's range, so no gradient scaler is needed; float16 (``dtype=torch.float16``, for GPUs
+    without native bf16) needs one: ``train_epoch(..., scaler=grad_scaler(device))``, and
+    ``choose_precision`` says which the device takes. The weights stay float32 in ``model``.
     """
 
     def __init__(self, model: nn.Module, dtype: torch.dtype = torch.bfloat16) -> None:
@@ -259,3 +282,338 @@ class Autocast(nn.Module):
         with torch.autocast(device_type, dtype=self.dtype):
             outputs = self.model(*args, **kwargs)
         return outputs.float()
+
+
+# ---- a learning-rate recipe for large batches ----------------------------------------------------
+
+_DECAYS = ("cosine", "linear", "none")
+
+
+@dataclass(frozen=True)
+class LargeBatchSchedule:
+    """The learning rate of every step when the batch grows: scale it, warm it up, decay it.
+
+    ``LargeBatchSchedule(batch_size=512, steps_per_epoch=98, epochs=10)`` for ``Tudui``:
+
+    - **the linear scaling rule**: the peak learning rate is the seed's (``base_lr`` 0.01 at
+      ``base_batch_size`` 64) times ``batch_size / base_batch_size``: 0.08 at batch 512. A batch
+      *k* times larger takes *k* times fewer steps per epoch; a *k* times larger step keeps the
+      distance travelled per epoch about the same (Goyal et al. 2017, "Accurate, Large Minibatch
+      SGD"). ``max_lr`` caps it;
+    - **a linear warm-up** over the first ``warmup_epochs`` (default one epoch), from ``base_lr``
+      (the seed's rate) up to the peak: the rule is least safe in the first steps, when the
+      weights are random and the gradients change fast;
+    - **a decay** from the peak to ``final_lr``, reached at the end of the last step: ``"cosine"``
+      (half a cosine), ``"linear"``, or ``"none"`` (stay at the peak). A constant large rate can
+      also fail late, as the network sharpens: the first H100 bench (batch 512, lr 0.08 from step
+      0 to the end) ended one run of three at 10.0% test accuracy, and on the CPU the same rate
+      diverged in epoch 8 of 10 (below), where the decaying one did not.
+
+    ``lr_at(step)`` gives the rate of step ``step`` (from 0 to ``total_steps - 1``, counted over all
+    epochs); ``apply(optimizer, step)`` sets it in every parameter group, before that step.
+    ``warmup_epochs=0, decay="none"`` is plain linear scaling, the peak from the first step.
+
+    **Its limits.** The rule holds while a step of ``batch_size`` samples is still small against
+    the curvature of the loss; beyond some batch size a *k* times larger step overshoots, and the
+    rule gives rates that diverge even after a warm-up (for ResNet-50 on ImageNet, with momentum,
+    Goyal et al. found that point near batch 8,192). For ``Tudui`` (SGD without momentum, no
+    normalisation) on the course's stand-in, ``scripts/large_batch.py`` measured on a CPU, all
+    50,000 images, bf16 (``results/large-batch-cpu-amd-epyc.json``): at batch 512 the rule's
+    constant 0.08 kept the seed pipeline's pace for 7 epochs and then diverged (NaN in epoch 8);
+    the recipe did not diverge but ended at 32.8% after 10 epochs, against the seed pipeline's
+    52.2%, so at batch 512 it needs more epochs than the seed (``make bench`` gives it three
+    times as many); at batch 2,048 (lr 0.32) and 8,192 (lr 1.28) the recipe diverged (NaN in
+    epochs 4 and 2). So the rule stops working between batch 512 and 2,048 here: cap the rate
+    (``max_lr``) beyond, and check every run's accuracy.
+    """
+
+    batch_size: int
+    steps_per_epoch: int
+    epochs: int
+    base_batch_size: int = SEED_BATCH_SIZE
+    base_lr: float = SEED_LR
+    warmup_epochs: float = 1.0
+    decay: str = "cosine"
+    final_lr: float = 0.0
+    max_lr: float | None = None
+
+    def __post_init__(self) -> None:
+        caller = "LargeBatchSchedule"
+        for name in ("batch_size", "steps_per_epoch", "epochs", "base_batch_size"):
+            _args.integer(getattr(self, name), name, caller, minimum=1)
+        for name in ("base_lr", "warmup_epochs", "final_lr", "max_lr"):
+            value = getattr(self, name)
+            if value is None and name == "max_lr":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise TypeError(f"{caller}: {name} must be a finite number, got {_args.shown(value)}.")
+            if value < 0 or (value == 0 and name in ("base_lr", "max_lr")):
+                bound = "more than" if name in ("base_lr", "max_lr") else "at least"
+                raise ValueError(f"{caller}: {name} must be {bound} 0, got {value}.")
+        if self.decay not in _DECAYS:
+            raise ValueError(f"{caller}: decay must be one of {_DECAYS}, got {_args.shown(self.decay)}.")
+        if self.final_lr > self.peak_lr:
+            raise ValueError(
+                f"{caller}: final_lr {self.final_lr} is above the peak {self.peak_lr:g}: a decay goes down."
+            )
+
+    @property
+    def peak_lr(self) -> float:
+        """``base_lr * batch_size / base_batch_size`` (the linear scaling rule), at most ``max_lr``."""
+        scaled = self.base_lr * self.batch_size / self.base_batch_size
+        return scaled if self.max_lr is None else min(scaled, self.max_lr)
+
+    @property
+    def total_steps(self) -> int:
+        return self.steps_per_epoch * self.epochs
+
+    @property
+    def warmup_steps(self) -> int:
+        """Steps of the warm-up: ``warmup_epochs`` epochs' worth, rounded, never more than all the steps."""
+        return min(round(self.warmup_epochs * self.steps_per_epoch), self.total_steps)
+
+    def lr_at(self, step: int) -> float:
+        """The learning rate of step ``step`` (0 is the first step of the first epoch)."""
+        step = _args.integer(step, "step", "LargeBatchSchedule.lr_at", minimum=0)
+        if step >= self.total_steps:
+            raise ValueError(
+                f"LargeBatchSchedule.lr_at: step {step} is past the last step ({self.total_steps - 1}): "
+                f"the schedule was made for {self.epochs} epochs of {self.steps_per_epoch} steps."
+            )
+        peak, warmup = self.peak_lr, self.warmup_steps
+        start = min(self.base_lr, peak)
+        if step < warmup:
+            return start + (peak - start) * step / warmup
+        if self.decay == "none":
+            return peak
+        done = (step - warmup) / (self.total_steps - warmup)  # reaches 1 just after the last step
+        if self.decay == "linear":
+            return peak + (self.final_lr - peak) * done
+        return self.final_lr + (peak - self.final_lr) * 0.5 * (1 + math.cos(math.pi * done))
+
+    def apply(self, optimizer: torch.optim.Optimizer, step: int) -> float:
+        """Set ``lr_at(step)`` in every parameter group of ``optimizer``; return it."""
+        lr = self.lr_at(step)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        return lr
+
+    def describe(self) -> str:
+        """One line: the peak, the warm-up and the decay, in words."""
+        scaled = self.base_lr * self.batch_size / self.base_batch_size
+        peak = f"lr {self.peak_lr:g}" + (
+            f" (max_lr; the rule gives {scaled:g})"
+            if self.peak_lr < scaled
+            else f" = {self.base_lr:g} x {self.batch_size}/{self.base_batch_size}"
+        )
+        warmup = (
+            f"a warm-up from {min(self.base_lr, self.peak_lr):g} over {self.warmup_steps} steps"
+            if self.warmup_steps
+            else "no warm-up"
+        )
+        rest = self.total_steps - self.warmup_steps
+        decay = "constant" if self.decay == "none" else f"a {self.decay} decay to {self.final_lr:g}"
+        return f"batch {self.batch_size}: {peak}, {warmup}, then {decay} over {rest} steps"
+
+
+# ---- mixed precision that works everywhere -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Precision:
+    """What ``choose_precision`` picked: the autocast dtype (``None``: float32), whether to scale the loss."""
+
+    dtype: torch.dtype | None
+    scaler: bool
+    why: str
+
+    @property
+    def name(self) -> str:
+        if self.dtype is None:
+            return "float32"
+        return {torch.bfloat16: "bf16 autocast", torch.float16: "fp16 autocast + GradScaler"}[self.dtype]
+
+
+def choose_precision(device: torch.device | str) -> Precision:
+    """The mixed precision ``device`` can train in: bf16, else fp16 with a gradient scaler, else float32.
+
+    - **bf16 autocast** where the device computes bf16 natively (``bf16_supported``: NVIDIA GPUs
+      from Ampere, the A100 and H100, on; CPUs with AVX512-BF16 or AMX). bf16 has float32's range,
+      so gradients never overflow and no scaler is needed.
+    - **fp16 autocast with a ``torch.amp.GradScaler``** on other CUDA GPUs, such as Colab's T4
+      (Turing: fp16 tensor cores, no bf16). fp16's largest value is 65,504 and its smallest normal
+      one 6e-5: small gradients would round to zero, so the loss is multiplied by a large scale
+      before ``backward()`` and the gradients divided by it before the step; a step whose
+      gradients overflowed (inf or NaN) is skipped and the scale halved (``grad_scaler``).
+    - **float32** anywhere else (a CPU without native bf16, Apple's MPS, ...): emulated 16-bit
+      arithmetic is slower than float32, so it does not pay.
+    """
+    device = as_device(device, name="device", caller="choose_precision")
+    return _precision_for(
+        device.type, bf16_native=bf16_supported(device), cuda_available=torch.cuda.is_available()
+    )
+
+
+def _precision_for(device_type: str, *, bf16_native: bool, cuda_available: bool) -> Precision:
+    """``choose_precision``'s rule, from the facts it reads off the machine."""
+    if bf16_native:
+        return Precision(torch.bfloat16, False, f"{device_type} computes bf16 natively (bf16_supported)")
+    if device_type == "cuda" and cuda_available:
+        return Precision(
+            torch.float16,
+            True,
+            "this CUDA GPU has no native bf16 (older than Ampere, e.g. a T4): fp16 with a gradient scaler",
+        )
+    return Precision(None, False, f"{device_type} has no native 16-bit arithmetic that pays: float32")
+
+
+def grad_scaler(device: torch.device | str, **kwargs: Any) -> torch.amp.GradScaler:
+    """A ``torch.amp.GradScaler`` for ``device``'s type (``"cuda"``, ``"cpu"``); ``kwargs`` go to it.
+
+    ``torch.amp.GradScaler(device_type)`` exists from torch 2.3, with kernels for the CPU too
+    (pytorch PR 109281; checked here on torch 2.14, and Colab's torch 2.6 or later has them); an
+    older torch gets ``torch.cuda.amp.GradScaler`` on CUDA, and no scaler on the CPU.
+    Use it as ``scaler.scale(loss).backward(); scaler.step(optimizer); scaler.update()``, which is
+    what ``train_epoch(..., scaler=scaler)`` does. With a plain optimizer, ``scaler.step`` reads
+    back whether the gradients overflowed (one wait for the GPU per step); a fused optimizer
+    (``sgd(..., fused=True)``) takes the scale and the overflow flag on the device and skips that wait.
+    """
+    device = as_device(device, name="device", caller="grad_scaler")
+    amp_scaler = getattr(torch.amp, "GradScaler", None)
+    if amp_scaler is not None:
+        return amp_scaler(device.type, **kwargs)
+    if device.type == "cuda":  # torch < 2.3
+        return torch.cuda.amp.GradScaler(**kwargs)
+    raise RuntimeError(
+        f"grad_scaler: this torch ({torch.__version__}) has no GradScaler for {device.type}; "
+        "torch.amp.GradScaler needs torch 2.3 or later."
+    )
+
+
+def sgd(params: Iterable, lr: float, *, fused: bool = False) -> tuple[torch.optim.SGD, str]:
+    """``torch.optim.SGD(params, lr)`` (no momentum, as the seed's), fused where asked and possible.
+
+    Returns the optimizer and a few words on which implementation it uses. ``fused=True`` asks for
+    the fused implementation (one kernel for all parameters; on CUDA, and on the CPU since pytorch
+    PR 123629, 2024); where this torch or device has none, the default (``foreach``) one is used and
+    the words say so.
+    """
+    params = list(params)
+    if not fused:
+        return torch.optim.SGD(params, lr=lr), "default"
+    try:
+        optimizer = torch.optim.SGD(params, lr=lr, fused=True)
+        try:  # the device check happens at the first step; make it now, where this torch has it
+            from torch.optim.optimizer import _device_dtype_check_for_fused
+        except ImportError:
+            _device_dtype_check_for_fused = None
+        if _device_dtype_check_for_fused is not None:
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    _device_dtype_check_for_fused(p)
+        return optimizer, "fused"
+    except (TypeError, RuntimeError) as error:
+        reason = str(error).split("\n")[0]
+        return torch.optim.SGD(params, lr=lr), f"default (no fused SGD here: {reason})"
+
+
+# ---- the training loop of the fast path ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EpochStats:
+    """What ``train_epoch`` measured: mean loss per sample, training accuracy, steps, the last step's rate."""
+
+    loss: float
+    accuracy: float
+    steps: int
+    samples: int
+    lr: float | None
+    nonfinite_losses: int = 0
+    scale: float | None = None
+
+
+def train_epoch(
+    model: nn.Module,
+    loader: Iterable,
+    optimizer: torch.optim.Optimizer,
+    device: torch.device | str,
+    *,
+    loss_fn: nn.Module | None = None,
+    schedule: LargeBatchSchedule | None = None,
+    first_step: int = 0,
+    scaler: torch.amp.GradScaler | None = None,
+    non_blocking: bool = False,
+) -> EpochStats:
+    """One pass over ``loader``: ``helpers.train.train_one_epoch``'s loop, with a schedule and a scaler.
+
+    Before each step the ``schedule`` (if any) sets the learning rate of step ``first_step + i``
+    (pass ``epoch * len(loader)``). With a ``scaler`` the loss is scaled before ``backward()`` and
+    ``scaler.step`` skips a step whose gradients overflowed. Batches are moved to ``device`` with
+    ``non_blocking`` (which overlaps the copy with the GPU's work when the loader pins memory).
+
+    Nothing is read back from the device until the epoch ends: then the loss, the accuracy and a
+    check that the loss stayed finite come back in one transfer. A NaN or infinite loss raises
+    ``FloatingPointError`` at the end of the epoch; with a scaler such losses are counted instead
+    (the scaler skipped those steps), and only weights that became NaN or infinite raise.
+    """
+    device = as_device(device, name="device", caller="train_epoch", check_available=True)
+    loss_fn = nn.CrossEntropyLoss() if loss_fn is None else loss_fn
+    first_step = _args.integer(first_step, "first_step", "train_epoch", minimum=0)
+    model.train()
+    total_loss = torch.zeros((), device=device)
+    correct = torch.zeros((), device=device, dtype=torch.long)
+    nonfinite = torch.zeros((), device=device, dtype=torch.long)
+    steps = samples = 0
+    lr = None
+    for step, (inputs, targets) in enumerate(loader):
+        if schedule is not None:
+            lr = schedule.apply(optimizer, first_step + step)
+        inputs = inputs.to(device, non_blocking=non_blocking)
+        targets = targets.to(device, non_blocking=non_blocking)
+        outputs = model(inputs)
+        right = (outputs.argmax(dim=1) == targets).sum()  # before backward: a CUDA graph reuses outputs
+        loss = loss_fn(outputs, targets)
+        optimizer.zero_grad(set_to_none=True)
+        if scaler is None:
+            loss.backward()
+            optimizer.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        loss = loss.detach()
+        total_loss += loss * targets.size(0)
+        correct += right
+        nonfinite += ~torch.isfinite(loss)
+        steps += 1
+        samples += targets.size(0)
+    if steps == 0:
+        raise ValueError("train_epoch: the loader produced no batches")
+    loss_sum, right_sum, bad = torch.stack(
+        [total_loss, correct.to(total_loss.dtype), nonfinite.to(total_loss.dtype)]
+    ).tolist()
+    bad = int(bad)
+    weights_finite = all(bool(torch.isfinite(p).all()) for g in optimizer.param_groups for p in g["params"])
+    if (bad and scaler is None) or not weights_finite:
+        what = (
+            "the weights are NaN or infinite"
+            if not weights_finite
+            else f"{bad} of {steps} losses were NaN or infinite"
+        )
+        raise FloatingPointError(
+            f"train_epoch: training diverged in this epoch (steps {first_step} to {first_step + steps - 1}): "
+            f"{what}. Lower the learning rate, or warm it up (LargeBatchSchedule)."
+        )
+    if lr is None:
+        lr = optimizer.param_groups[0]["lr"]
+        lr = float(lr) if not isinstance(lr, torch.Tensor) else float(lr.item())
+    return EpochStats(
+        loss=loss_sum / samples,
+        accuracy=right_sum / samples,
+        steps=steps,
+        samples=samples,
+        lr=lr,
+        nonfinite_losses=bad,
+        scale=float(scaler.get_scale()) if scaler is not None else None,
+    )

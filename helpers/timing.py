@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import numbers
 import re
 import time
@@ -27,14 +28,17 @@ from helpers.devices import as_device
 __all__ = [
     "Stopwatch",
     "autorange",
+    "bench_failures",
     "compare",
     "describe_result",
     "images_per_second",
     "load_results",
     "result_stem",
     "results_dir",
+    "run_failure",
     "synchronize",
     "time_calls",
+    "time_to_accuracy",
 ]
 
 
@@ -286,23 +290,29 @@ def load_results(
 
 
 def describe_result(result: dict) -> str:
-    """A few lines saying what a benchmark result measured, on which hardware and when."""
+    """What a benchmark result measured, on which hardware and when: every run, never a mean alone.
+
+    For a result of today's ``make bench`` (schema 2): each run's images per second, test accuracy
+    and ratio, the time to the seed pipeline's accuracy, the warm-up and compilation measured apart,
+    the recipe check, the ladder of steps (what each buys), a ``FAILURE`` line for every diverged or
+    non-finite run (``bench_failures``), and the targets. Older results (schema 1) are described
+    as they were recorded.
+    """
     missing = [key for key in _REQUIRED if key not in result] if isinstance(result, dict) else list(_REQUIRED)
     if missing:
         raise ValueError(
             f"describe_result takes one result of load_results() (a dict), which has {list(_REQUIRED)}; "
             f"this one lacks {missing}."
         )
+    if result.get("schema", 1) >= 2:
+        return "\n".join(_describe_v2(result))
     device, versions, settings, summary = (result[k] for k in ("device", "versions", "settings", "summary"))
     speed, accuracy = summary["images_per_second"], summary["test_accuracy"]
     ratio, same = summary["ratio"], summary["ratio_same_batches"]
     runs = settings["repeats"]
     return "\n".join(
         [
-            f"{device['name']} ({device['type']}), measured {result['date'][:10]} with "
-            f"torch {versions['torch']}"
-            + (f", CUDA {versions.get('cuda')}" if device["type"] == "cuda" else "")
-            + (" (a quick run)" if settings.get("quick") else ""),
+            _header(result),
             f"Tudui on {settings['train_size']:,} {_data(settings)} training images, "
             f"{settings['epochs']} epochs, {runs} runs of each pipeline",
             f"seed pipeline {speed['seed_pipeline']['first_run']:,.0f} images/s, fast path "
@@ -320,6 +330,221 @@ def describe_result(result: dict) -> str:
             *_targets(result),
         ]
     )
+
+
+def _header(result: dict) -> str:
+    device, versions, settings = result["device"], result["versions"], result["settings"]
+    return (
+        f"{device['name']} ({device['type']}), measured {result['date'][:10]} with torch {versions['torch']}"
+        + (f", CUDA {versions.get('cuda')}" if device["type"] == "cuda" else "")
+        + (" (a quick run)" if settings.get("quick") else "")
+    )
+
+
+# ---- make bench's verdicts: failures and time to accuracy (schema 2) ----
+
+NEAR_CHANCE = 0.15  # ten classes: a run below this predicts little better than a guess (10%)
+LEARNED = 0.20  # a run at or above this (twice chance) has learned something
+LOSS_LIMIT = 2 * math.log(10)  # twice the loss of a uniform guess over ten classes (ln 10 = 2.30)
+PATH_NAMES = {
+    "seed_pipeline": "seed pipeline",
+    "fast_path": "fast path",
+    "linear_scaling_only": "linear scaling only",
+}
+
+
+def time_to_accuracy(
+    epoch_seconds: list[float], epoch_accuracy: list[float | None], target: float
+) -> tuple[float | None, int | None]:
+    """Training seconds until the first epoch whose test accuracy reaches ``target``, and that epoch (from 1).
+
+    ``epoch_seconds[i]`` is the training time of epoch ``i + 1`` alone (evaluation left out),
+    ``epoch_accuracy[i]`` the test accuracy after it; the accuracy is checked after each epoch, so
+    the time is that of whole epochs. ``(None, None)`` when no epoch reaches it.
+    """
+    if len(epoch_seconds) != len(epoch_accuracy):
+        raise ValueError(
+            f"time_to_accuracy: {len(epoch_seconds)} epoch times but {len(epoch_accuracy)} accuracies: "
+            "one of each per epoch"
+        )
+    if isinstance(target, bool) or not isinstance(target, numbers.Real) or not 0 <= target <= 1:
+        raise ValueError(f"time_to_accuracy: target is an accuracy from 0 to 1, got {target!r}")
+    elapsed = 0.0
+    for epoch, (seconds, accuracy) in enumerate(zip(epoch_seconds, epoch_accuracy, strict=True), start=1):
+        elapsed += seconds
+        if accuracy is not None and accuracy >= target:
+            return elapsed, epoch
+    return None, None
+
+
+def run_failure(record: dict, seed_accuracy: float | None = None) -> str | None:
+    """Why one run of ``make bench`` is a failure, or ``None``: a NaN or infinite loss, or divergence.
+
+    A run diverged when its last epoch's training loss is above ``LOSS_LIMIT`` (twice a uniform
+    guess's), when it ends near chance (below 15%) while the seed pipeline of the same repeat
+    (``seed_accuracy``) learned (20% or more, twice chance), or when it learned and then fell back
+    near chance. A run that ends near chance alongside a seed pipeline that did too has only had
+    too small a budget: that is no failure, and neither is a run that learned less than the seed.
+    """
+    if record.get("status") == "non-finite":
+        return f"non-finite: {record.get('error') or 'the loss or the weights became NaN or infinite'}"
+    losses = record.get("epoch_train_loss") or []
+    if losses and not math.isfinite(losses[-1]):
+        return f"non-finite: the training loss of epoch {len(losses)} is {losses[-1]}"
+    if losses and losses[-1] > LOSS_LIMIT:
+        return (
+            f"diverged: the training loss of its last epoch is {losses[-1]:.3g}, above {LOSS_LIMIT:.2f} "
+            "(twice that of a uniform guess over ten classes)"
+        )
+    accuracy = record.get("test_accuracy")
+    if accuracy is None or accuracy >= NEAR_CHANCE:
+        return None
+    if seed_accuracy is not None and seed_accuracy >= LEARNED:
+        return (
+            f"diverged: it ended at {accuracy:.1%} test accuracy, near chance (10%), while the seed "
+            f"pipeline of the same run reached {seed_accuracy:.1%}"
+        )
+    history = [a for a in record.get("epoch_test_accuracy") or [] if a is not None]
+    if history and max(history) >= LEARNED:
+        best = max(history)
+        return (
+            f"diverged: it reached {best:.1%} test accuracy after epoch {history.index(best) + 1}, then "
+            f"fell to {accuracy:.1%}, near chance (10%)"
+        )
+    return None
+
+
+def bench_failures(result: dict) -> list[dict]:
+    """Every failed run of a ``make bench`` result: ``[{"where": ..., "why": ...}, ...]``.
+
+    Judged again from the recorded figures each time, so a result whose figures were changed is
+    judged on what it now says. For a result of schema 1 (before the ladder): the runs that ended
+    near chance while another run of the same pipeline learned.
+    """
+    if result.get("schema", 1) < 2:
+        accuracy = result["summary"]["test_accuracy"]
+        failures = []
+        for path, record in accuracy.items():
+            best = max(record["runs"], default=0.0)
+            for number, value in enumerate(record["runs"], start=1):
+                if value < NEAR_CHANCE and best >= LEARNED:
+                    failures.append(
+                        {
+                            "where": f"{path.replace('_', ' ')} run {number}",
+                            "why": f"diverged: it ended at {value:.1%}, while another run reached {best:.1%}",
+                        }
+                    )
+        return failures
+    failures = []
+    for number, run in enumerate(result.get("runs", []), start=1):
+        seed = run.get("seed_pipeline", {}).get("test_accuracy")
+        for path, name in PATH_NAMES.items():
+            if path not in run:
+                continue
+            why = run_failure(run[path], None if path == "seed_pipeline" else seed)
+            if why:
+                failures.append({"where": f"{name} run {number}", "path": path, "run": number, "why": why})
+    for rung in result.get("ladder", []):
+        if rung.get("skipped"):
+            continue
+        why = run_failure({**rung, "test_accuracy": None})
+        if why:
+            failures.append({"where": f"ladder step {rung['step']!r}", "path": rung["key"], "why": why})
+    return failures
+
+
+def _fmt(value: float | None, pattern: str, missing: str = "none") -> str:
+    return missing if value is None else format(value, pattern)
+
+
+def _describe_v2(result: dict) -> list[str]:
+    settings, summary = result["settings"], result["summary"]
+    runs = result.get("runs", [])
+    count = f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
+    lines = [
+        _header(result),
+        f"Tudui on {settings['train_size']:,} {_data(settings)} training images, {count} of each "
+        f"pipeline: the seed pipeline {settings['epochs']} epochs per run, the fast paths "
+        f"{settings.get('fast_epochs', settings['epochs'])}; tested on {settings['test_size']:,} images "
+        "after every epoch (training time leaves testing out; images/s: the median epoch from epoch 2 on)",
+    ]
+    for path, name in PATH_NAMES.items():
+        config = settings.get("paths", {}).get(path)
+        if config:
+            lines.append(f"  {name}: {config['description']}")
+    for number, run in enumerate(runs, start=1):
+        parts = []
+        for path, name in PATH_NAMES.items():
+            record = run.get(path)
+            if record is None:
+                continue
+            text = f"{name} {_fmt(record.get('images_per_second'), ',.0f', 'no')} images/s, test "
+            text += _fmt(record.get("test_accuracy"), ".1%", "not measured")
+            if record.get("status") == "non-finite":
+                text += " (non-finite)"
+            parts.append(text)
+        reach = run.get("time_to_accuracy") or {}
+        ratio = run.get("ratio")
+        line = (
+            f"run {number}: " + "; ".join(parts) + f"; fast path / seed pipeline {_fmt(ratio, '.2f', 'no')}x"
+        )
+        if reach.get("target") is not None:
+            line += (
+                f"; fast path reached the seed's {reach['target']:.1%} after epoch {reach['epoch']}, "
+                f"{reach['seconds']:.2f} s of training"
+                if reach.get("seconds") is not None
+                else f"; fast path never reached the seed's {reach['target']:.1%}"
+            )
+        lines.append(line)
+    ratio = summary.get("ratio") or {}
+    if ratio.get("runs"):
+        lines.append(
+            f"fast path / seed pipeline: {_fmt(ratio['first_run'], '.2f', 'no')}x in the first run; "
+            f"every run: {', '.join(_fmt(r, '.2f', 'none') + 'x' for r in ratio['runs'])}"
+        )
+    warm = summary.get("warmup_seconds") or {}
+    if warm:
+        lines.append(
+            "warm-up and compilation, measured apart before each run's first epoch (s): "
+            + "; ".join(f"{PATH_NAMES.get(p, p)} {', '.join(f'{s:.2f}' for s in v)}" for p, v in warm.items())
+        )
+    first = summary.get("first_epoch_seconds") or {}
+    if first:
+        lines.append(
+            "first epoch of each run (s) against a steady epoch (median): "
+            + "; ".join(
+                f"{PATH_NAMES.get(p, p)} {', '.join(f'{s:.2f}' for s in v['runs'])} "
+                f"against {v['steady_median']:.2f}"
+                for p, v in first.items()
+            )
+        )
+    check = result.get("recipe_check")
+    if check:
+        lines.append(f"recipe check: {check['verdict']}")
+    ladder = result.get("ladder") or []
+    if ladder:
+        lines.append(
+            f"ladder, each step added to the ones above ({settings.get('ladder_epochs')} epochs each; "
+            "images/s: the median epoch from epoch 2 on; x the step before, x the seed pipeline):"
+        )
+        width = max(len(rung["step"]) for rung in ladder)
+        for rung in ladder:
+            if rung.get("skipped"):
+                lines.append(f"  {rung['step']:<{width}}  skipped: {rung['skipped']}")
+                continue
+            ips = rung.get("images_per_second")
+            text = f"  {rung['step']:<{width}}  {_fmt(ips, '12,.0f', '          no')} images/s"
+            if rung.get("speedup_previous") is not None:
+                text += f"  {rung['speedup_previous']:6.2f}x  {rung['speedup_seed']:7.2f}x"
+            if rung.get("warmup_seconds") is not None:
+                text += f"  (warm-up {rung['warmup_seconds']:.2f} s)"
+            if rung.get("fast_path"):
+                text += "  <- the fast path"
+            lines.append(text)
+    for failure in bench_failures(result):
+        lines.append(f"FAILURE: {failure['where']}: {failure['why']}")
+    lines.extend(_targets(result))
+    return lines
 
 
 def _data(settings: dict) -> str:
@@ -357,11 +582,14 @@ def _diverged(accuracy: dict) -> list[str]:
 
 def _targets(result: dict) -> list[str]:
     targets = result.get("targets") or {}
-    verdicts = [
-        f"{name.replace('_', ' ')} {'met' if target.get('met') else 'NOT met'}"
-        for name, target in targets.items()
-        if isinstance(target, dict) and "met" in target
-    ]
+    verdicts = []
+    for name, target in targets.items():
+        if not isinstance(target, dict) or "met" not in target:
+            continue
+        text = f"{name.replace('_', ' ')} {'met' if target.get('met') else 'NOT met'}"
+        if target.get("text"):
+            text = f"{target['text']}: {'met' if target.get('met') else 'NOT met'}"
+        verdicts.append(text)
     return (
         [f"targets ({targets.get('judged_on', 'as recorded')}): " + "; ".join(verdicts)] if verdicts else []
     )

@@ -1,4 +1,7 @@
-"""helpers.fastpath: DeviceLoader gives DataLoader's batches, dataset_tensors gives ToTensor's values."""
+"""helpers.fastpath: DeviceLoader gives DataLoader's batches, dataset_tensors gives ToTensor's values, the
+large-batch schedule's rates, the choice of mixed precision, and a real GradScaler that steps and skips."""
+
+import math
 
 import pytest
 import torch
@@ -8,7 +11,18 @@ from torch.utils.data import DataLoader, Subset, TensorDataset
 from torchvision import transforms
 
 from helpers.data import SyntheticCIFAR10
-from helpers.fastpath import Autocast, DeviceLoader, bf16_supported, dataset_tensors
+from helpers.fastpath import (
+    Autocast,
+    DeviceLoader,
+    LargeBatchSchedule,
+    _precision_for,
+    bf16_supported,
+    choose_precision,
+    dataset_tensors,
+    grad_scaler,
+    sgd,
+    train_epoch,
+)
 from helpers.train import train_one_epoch
 
 
@@ -307,3 +321,181 @@ def test_dataset_tensors_checks_its_options():
 def test_autocast_wraps_models_only(model):
     with pytest.raises(TypeError, match="Autocast wraps a model"):
         Autocast(model)
+
+
+# --- the large-batch recipe ------------------------------------------------------------------------
+
+
+def test_the_schedule_warms_up_from_the_seeds_rate_to_the_scaled_peak_then_decays():
+    schedule = LargeBatchSchedule(batch_size=512, steps_per_epoch=20, epochs=10)
+    assert schedule.peak_lr == pytest.approx(0.08)  # 0.01 x 512 / 64: the linear scaling rule
+    assert schedule.warmup_steps == 20 and schedule.total_steps == 200
+    lrs = [schedule.lr_at(step) for step in range(schedule.total_steps)]
+    assert lrs[0] == pytest.approx(0.01)  # the warm-up starts at the seed's rate
+    assert lrs[10] == pytest.approx(0.045)  # linear: half-way at half the warm-up
+    assert all(b > a for a, b in zip(lrs[:20], lrs[1:21], strict=True))
+    assert lrs[20] == pytest.approx(0.08) == max(lrs)  # the peak, right after the warm-up
+    assert all(b < a for a, b in zip(lrs[20:], lrs[21:], strict=False))  # then down at every step
+    # half a cosine from the peak to 0, which it reaches just after the last step
+    assert lrs[110] == pytest.approx(0.04)
+    assert lrs[-1] == pytest.approx(0.08 * 0.5 * (1 + math.cos(math.pi * 179 / 180)))
+    assert 0 < lrs[-1] < 1e-4
+    with pytest.raises(ValueError, match="step 200 is past the last step \\(199\\)"):
+        schedule.lr_at(200)
+
+
+def test_the_schedules_other_shapes():
+    linear = LargeBatchSchedule(batch_size=256, steps_per_epoch=10, epochs=3, decay="linear", final_lr=0.004)
+    assert linear.peak_lr == pytest.approx(0.04) and linear.lr_at(0) == pytest.approx(0.01)
+    assert linear.lr_at(10) == pytest.approx(0.04)
+    assert linear.lr_at(20) == pytest.approx(0.04 + (0.004 - 0.04) * 10 / 20)
+    plain = LargeBatchSchedule(batch_size=512, steps_per_epoch=20, epochs=2, warmup_epochs=0, decay="none")
+    assert [plain.lr_at(step) for step in range(40)] == [pytest.approx(0.08)] * 40  # the peak from step 0
+    capped = LargeBatchSchedule(batch_size=8192, steps_per_epoch=7, epochs=10, max_lr=0.5)
+    assert capped.peak_lr == 0.5 and "max_lr; the rule gives 1.28" in capped.describe()
+    small = LargeBatchSchedule(batch_size=32, steps_per_epoch=5, epochs=2, decay="none")
+    assert small.peak_lr == pytest.approx(0.005) and small.lr_at(0) == pytest.approx(
+        0.005
+    )  # never above the peak
+    short = LargeBatchSchedule(batch_size=512, steps_per_epoch=4, epochs=1, warmup_epochs=2)
+    assert short.warmup_steps == 4 and short.lr_at(3) < short.peak_lr  # all warm-up, never past the end
+
+
+def test_the_schedule_sets_the_rate_of_every_parameter_group():
+    model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+    optimizer = torch.optim.SGD(
+        [{"params": model[0].parameters()}, {"params": model[1].parameters()}], lr=1.0
+    )
+    schedule = LargeBatchSchedule(batch_size=128, steps_per_epoch=4, epochs=2)
+    assert schedule.apply(optimizer, 2) == pytest.approx(0.015)
+    assert [group["lr"] for group in optimizer.param_groups] == [pytest.approx(0.015)] * 2
+    assert "batch 128: lr 0.02 = 0.01 x 128/64, a warm-up from 0.01 over 4 steps" in schedule.describe()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        ({"batch_size": 0}, ValueError, "batch_size must be 1 or more"),
+        ({"epochs": 2.5}, TypeError, "epochs must be a whole number"),
+        ({"decay": "step"}, ValueError, "decay must be one of"),
+        ({"base_lr": 0}, ValueError, "base_lr must be more than 0"),
+        ({"max_lr": float("nan")}, TypeError, "max_lr must be a finite number"),
+        ({"final_lr": 1.0}, ValueError, "final_lr 1.0 is above the peak"),
+        ({"warmup_epochs": -1}, ValueError, "warmup_epochs must be at least 0"),
+    ],
+)
+def test_the_schedule_refuses_settings_that_make_no_sense(kwargs, error, words):
+    with pytest.raises(error, match=words):
+        LargeBatchSchedule(**{"batch_size": 512, "steps_per_epoch": 10, "epochs": 2, **kwargs})
+
+
+# --- mixed precision that works everywhere ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("device_type", "bf16_native", "cuda_available", "name", "scaler"),
+    [
+        ("cuda", True, True, "bf16 autocast", False),  # A100, H100
+        ("cuda", False, True, "fp16 autocast + GradScaler", True),  # Colab's T4
+        ("cpu", True, False, "bf16 autocast", False),  # a CPU with AVX512-BF16 or AMX
+        ("cpu", False, False, "float32", False),
+        ("mps", False, False, "float32", False),
+        ("cuda", False, False, "float32", False),  # no GPU after all
+    ],
+)
+def test_the_precision_follows_what_the_device_computes_natively(
+    device_type, bf16_native, cuda_available, name, scaler
+):
+    choice = _precision_for(device_type, bf16_native=bf16_native, cuda_available=cuda_available)
+    assert choice.name == name and choice.scaler is scaler and choice.why
+
+
+def test_the_precision_chosen_for_this_machine():
+    for device in ("cpu", "meta", "cuda"):
+        choice = choose_precision(device)
+        expected = _precision_for(
+            torch.device(device).type,
+            bf16_native=bf16_supported(device),
+            cuda_available=torch.cuda.is_available(),
+        )
+        assert choice == expected
+    assert choose_precision("cpu").dtype == (torch.bfloat16 if bf16_supported("cpu") else None)
+
+
+def _small_model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(), nn.Linear(4 * 6 * 6, 10))
+
+
+def _batch():
+    generator = torch.Generator().manual_seed(1)
+    return torch.randn(16, 3, 8, 8, generator=generator), torch.randint(0, 10, (16,), generator=generator)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_a_grad_scaler_steps_on_finite_gradients_as_plain_sgd_would(fused):
+    x, y = _batch()
+    reference = _small_model()
+    optimizer, _ = sgd(reference.parameters(), 0.1)
+    train_epoch(reference, [(x, y)], optimizer, "cpu")
+    model = _small_model()
+    optimizer, kind = sgd(model.parameters(), 0.1, fused=fused)
+    assert kind == ("fused" if fused else "default")
+    scaler = grad_scaler("cpu", init_scale=2.0**16)
+    assert isinstance(scaler, torch.amp.GradScaler)
+    stats = train_epoch(model, [(x, y)], optimizer, "cpu", scaler=scaler)
+    assert stats.scale == 2.0**16 and scaler.get_scale() == 2.0**16  # no overflow: the scale stays
+    for scaled, plain in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(scaled, plain)  # the step used the unscaled gradients
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_a_grad_scaler_skips_the_step_and_lowers_its_scale_when_fp16_gradients_overflow(fused):
+    """fp16 autocast, the T4's recipe: a scale of 2**40 makes the fp16 gradients overflow (> 65,504)."""
+    x, y = _batch()
+    model = _small_model()
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer, _ = sgd(model.parameters(), 0.1, fused=fused)
+    scaler = grad_scaler("cpu", init_scale=2.0**40)
+    stats = train_epoch(Autocast(model, torch.float16), [(x, y)], optimizer, "cpu", scaler=scaler)
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before, strict=True))  # skipped
+    assert stats.scale == 2.0**39 and stats.nonfinite_losses == 0  # halved; the loss itself was finite
+    # with a scale the gradients fit in, the next step is taken
+    scaler = grad_scaler("cpu", init_scale=2.0**8)
+    train_epoch(Autocast(model, torch.float16), [(x, y)], optimizer, "cpu", scaler=scaler)
+    assert not all(torch.equal(p, b) for p, b in zip(model.parameters(), before, strict=True))
+    assert scaler.get_scale() == 2.0**8
+
+
+def test_train_epoch_follows_the_schedule_and_counts_what_it_trained():
+    x, y = torch.randn(100, 3, 8, 8), torch.randint(0, 10, (100,))
+    model = _small_model()
+    optimizer, _ = sgd(model.parameters(), 1.0)
+    loader = DeviceLoader(x, y, batch_size=32, shuffle=True)
+    schedule = LargeBatchSchedule(batch_size=32, steps_per_epoch=len(loader), epochs=2, base_lr=0.05)
+    seen = []
+    optimizer.register_step_pre_hook(lambda opt, args, kwargs: seen.append(opt.param_groups[0]["lr"]))
+    first = train_epoch(model, loader, optimizer, "cpu", schedule=schedule)
+    second = train_epoch(model, loader, optimizer, "cpu", schedule=schedule, first_step=len(loader))
+    assert seen == [pytest.approx(schedule.lr_at(step)) for step in range(8)]
+    assert (first.steps, first.samples, second.samples) == (4, 100, 100) and second.lr == seen[-1]
+    assert 0 <= first.accuracy <= 1 and math.isfinite(first.loss) and first.scale is None
+
+
+def test_train_epoch_stops_a_run_whose_loss_became_nan():
+    x, y = torch.randn(64, 3, 8, 8), torch.randint(0, 10, (64,))
+    model = _small_model()
+    optimizer, _ = sgd(model.parameters(), 1e12)  # one step throws the weights to infinity
+    with pytest.raises(FloatingPointError, match="training diverged in this epoch .*steps 0 to 7"):
+        train_epoch(model, DeviceLoader(x, y, batch_size=8), optimizer, "cpu")
+
+
+def test_fused_sgd_is_used_where_torch_has_it_and_refused_clearly_where_not():
+    model = nn.Linear(2, 2)
+    optimizer, kind = sgd(model.parameters(), 0.1, fused=True)
+    assert (
+        kind == "fused" and optimizer.defaults["fused"] is True
+    )  # on the CPU since pytorch PR 123629 (2024)
+    meta = nn.Linear(2, 2, device="meta")
+    optimizer, kind = sgd(meta.parameters(), 0.1, fused=True)
+    assert kind.startswith("default (no fused SGD here") and not optimizer.defaults.get("fused")

@@ -4,8 +4,10 @@ The results tests read a results file written by a real (short) run of scripts/b
 machine's CPU, in a temporary folder.
 """
 
+import copy
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -20,14 +22,17 @@ from helpers.timing import (
     Stopwatch,
     _wait_for,
     autorange,
+    bench_failures,
     compare,
     describe_result,
     images_per_second,
     load_results,
     result_stem,
     results_dir,
+    run_failure,
     synchronize,
     time_calls,
+    time_to_accuracy,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -182,76 +187,217 @@ def test_load_results_refuses_other_files(tmp_path):
         load_results(tmp_path)
 
 
+def _bench(out, *options):
+    """scripts/bench.py run for real on this machine's CPU, on the synthetic stand-in, into ``out``."""
+    env = {**os.environ, "COURSE_DATA": "synthetic", "CUDA_VISIBLE_DEVICES": ""}
+    command = [sys.executable, str(ROOT / "scripts" / "bench.py"), "--quick", "--device", "cpu"]
+    command += [*options, "--out", str(out)]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+
+
 @pytest.fixture(scope="module")
 def cpu_run(tmp_path_factory):
     """A real, short benchmark run on this machine's CPU, written to a temporary folder."""
     out = tmp_path_factory.mktemp("bench")
-    env = {**os.environ, "COURSE_DATA": "synthetic", "CUDA_VISIBLE_DEVICES": ""}
-    command = [
-        sys.executable,
-        str(ROOT / "scripts" / "bench.py"),
-        "--quick",
-        "--device",
-        "cpu",
-        "--train-size",
-        "256",
-        "--test-size",
-        "200",
-        "--epochs",
-        "2",
-        "--repeats",
-        "2",
-        "--out",
-        str(out),
-    ]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return out, done.stdout
+    done = _bench(out, "--train-size", "256", "--test-size", "200", "--epochs", "2", "--repeats", "2")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (path,) = out.glob("*.json")
+    return out, done.stdout, json.loads(path.read_text())
+
+
+PATHS = ("seed_pipeline", "fast_path", "linear_scaling_only")
+LADDER = ["seed", "workers", "device", "large_batch", "channels_last", "mixed_precision", "fused"]
 
 
 def test_the_bench_writes_a_result_and_a_plot_named_for_the_device(cpu_run):
-    out, stdout = cpu_run
+    out, stdout, result = cpu_run
     files = sorted(p.name for p in out.iterdir())
     assert len(files) == 2 and files[0].startswith("bench-cpu-") and files[0].endswith("-quick.json")
     assert files[1] == files[0].replace(".json", ".png") and (out / files[1]).stat().st_size > 10_000
-    result = json.loads((out / files[0]).read_text())
-    assert result["device"]["type"] == "cpu" and result["versions"]["torch"] == torch.__version__
+    assert result["schema"] == 2 and result["device"]["type"] == "cpu"
+    assert result["versions"]["torch"] == torch.__version__
     assert result["settings"]["train_size"] == 256 and result["settings"]["quick"] is True
+    assert result["failures"] == [] and result["exit_status"] == 0 and "wrote" in stdout
+
+
+def test_every_run_records_its_epochs_its_throughput_and_its_accuracy(cpu_run):
+    _, _, result = cpu_run
     assert len(result["runs"]) == 2
     for run in result["runs"]:
-        seed, fast = run["seed_pipeline"], run["fast_path"]
-        assert all(
-            run[path]["images_per_second"] > 0 for path in ("seed_pipeline", "fast_same_batches", "fast_path")
-        )
+        for path in PATHS:
+            record = run[path]
+            assert record["status"] == "ok" and len(record["epoch_seconds"]) == 2
+            assert record["epoch_images"] == [256, 256]
+            # throughput over the epochs after the first (the median epoch: here the only one)
+            assert record["images_per_second"] == pytest.approx(256 / record["epoch_seconds"][1])
+            assert record["images_per_second_mean"] == pytest.approx(record["images_per_second"])
+            assert record["first_epoch_seconds"] == record["epoch_seconds"][0]
+            # tested after every epoch, the last one being the run's accuracy
+            assert len(record["epoch_test_accuracy"]) == 2
+            assert record["test_accuracy"] == record["epoch_test_accuracy"][-1]
+            assert all(0 <= a <= 1 for a in record["epoch_test_accuracy"])
+        fast, seed = run["fast_path"], run["seed_pipeline"]
         assert run["ratio"] == pytest.approx(fast["images_per_second"] / seed["images_per_second"])
-        assert len(seed["epoch_seconds"]) == 2 and 0 <= seed["test_accuracy"] <= 1
-        # images/s is taken over the epochs after the first
-        assert seed["images_per_second"] == pytest.approx(256 / seed["epoch_seconds"][1])
-    summary = result["summary"]
-    assert summary["ratio"]["first_run"] == result["runs"][0]["ratio"]
-    assert summary["ratio"]["min"] <= summary["ratio"]["median"] <= summary["ratio"]["max"]
-    seed_mean = summary["test_accuracy"]["seed_pipeline"]["mean"]
-    fast_mean = summary["test_accuracy"]["fast_path"]["mean"]
-    assert summary["accuracy_difference_points"]["fast_path"] == pytest.approx((fast_mean - seed_mean) * 100)
-    assert {row["device"] for row in result["sweep"]} == {"cpu"}
-    assert "wrote" in stdout
-
-
-def test_reading_back_a_real_cpu_result(cpu_run):
-    out, _ = cpu_run
-    assert load_results(out) == []  # quick runs are left out unless asked for
     assert (
-        load_results(out, device_type="cuda", quick=None) == []
-    )  # what a notebook without a GPU reference sees
-    (result,) = load_results(out, device_type="cpu", quick=True)
-    text = describe_result(result)
-    summary = result["summary"]
-    assert result["device"]["name"] in text and "(a quick run)" in text
-    assert f"{summary['ratio']['first_run']:.1f}x" in text
-    for run in summary["test_accuracy"]["fast_path"]["runs"]:  # every run, never a mean alone
-        assert f"{run:.1%}" in text
-    assert Path(result["path"]).parent == out
-    assert Path(result["path"].replace(".json", ".png")).is_file()  # the plot the notebook displays
+        "0.08" in result["runs"][0]["fast_path"]["lr"] and "warm-up" in result["runs"][0]["fast_path"]["lr"]
+    )
+    assert "no warm-up" in result["runs"][0]["linear_scaling_only"]["lr"]
+
+
+def test_compilation_and_warm_up_are_timed_apart_from_throughput(cpu_run):
+    _, stdout, result = cpu_run
+    for run in result["runs"]:
+        for path in PATHS:
+            assert run[path]["warmup_seconds"] > 0  # measured before the first epoch, not inside it
+    first = result["summary"]["first_epoch_seconds"]["fast_path"]
+    assert first["runs"] == [r["fast_path"]["epoch_seconds"][0] for r in result["runs"]]
+    assert "warm-up and compilation, measured apart before each run's first epoch" in stdout
+
+
+def test_time_to_accuracy_comes_from_the_per_epoch_records(cpu_run):
+    _, _, result = cpu_run
+    for run in result["runs"]:
+        fast, target = run["fast_path"], run["seed_pipeline"]["test_accuracy"]
+        seconds, epoch = time_to_accuracy(fast["epoch_seconds"], fast["epoch_test_accuracy"], target)
+        assert run["time_to_accuracy"] == {"target": target, "seconds": seconds, "epoch": epoch}
+        if epoch is not None:
+            assert seconds == pytest.approx(sum(fast["epoch_seconds"][:epoch]))
+
+
+def test_the_ladder_measures_each_step_or_says_why_not(cpu_run):
+    _, stdout, result = cpu_run
+    ladder = result["ladder"]
+    assert [rung["key"] for rung in ladder] == [*LADDER, "compile", "cuda_graphs"]  # in this order
+    measured = [rung for rung in ladder if not rung["skipped"]]
+    assert [r["key"] for r in measured][:5] == LADDER[:5]  # none of these can be skipped
+    for before, rung in zip(measured, measured[1:], strict=False):
+        assert rung["speedup_previous"] == pytest.approx(
+            rung["images_per_second"] / before["images_per_second"]
+        )
+    assert measured[0]["speedup_seed"] is None or measured[0]["speedup_seed"] == 1
+    assert all(r["images_per_second"] > 0 and r["warmup_seconds"] > 0 for r in measured)
+    assert {r["key"]: r["skipped"] for r in ladder[-2:]} == {
+        "compile": "GPU only here: on a CPU, torch.compile needs a C++ compiler and minutes of compiling",
+        "cuda_graphs": "CUDA only",
+    }
+    assert [r["key"] for r in ladder if r["fast_path"]] == [measured[-1]["key"]]  # the top is the fast path
+    assert measured[-1]["config"] == result["settings"]["fast_config"]
+    for rung in ladder:
+        assert rung["step"] in stdout
+
+
+def test_the_report_shows_every_run_and_the_targets(cpu_run):
+    out, stdout, result = cpu_run
+    assert load_results(out) == []  # quick runs are left out unless asked for
+    assert load_results(out, device_type="cuda", quick=None) == []  # what 06 without a GPU reference sees
+    (loaded,) = load_results(out, device_type="cpu", quick=True)
+    text = describe_result(loaded)
+    assert text in stdout and "(a quick run)" in text
+    for number, run in enumerate(result["runs"], start=1):
+        line = next(line for line in text.splitlines() if line.startswith(f"run {number}: "))
+        for path in PATHS:  # every run's figures, never a mean alone
+            assert (
+                f"{run[path]['images_per_second']:,.0f} images/s, test {run[path]['test_accuracy']:.1%}"
+                in line
+            )
+        assert f"{run['ratio']:.2f}x" in line
+    assert "recipe check: batch 512, 2 epochs, against the seed pipeline's" in text
+    check = result["recipe_check"]
+    for path in ("fast_path", "linear_scaling_only"):
+        assert check[path]["final"] == [run[path]["test_accuracy"] for run in result["runs"]]
+        assert check[path]["failed_runs"] == []
+    assert check["fast_path"]["reached_after_epoch"] == [
+        r["time_to_accuracy"]["epoch"] for r in result["runs"]
+    ]
+    targets = result["targets"]
+    assert targets["ratio"]["target"] == 2.0  # the issue's CPU target
+    assert targets["ratio"]["met"] == (result["runs"][0]["ratio"] >= 2.0)
+    assert targets["accuracy"]["met"] == all(
+        r["time_to_accuracy"]["seconds"] is not None for r in result["runs"]
+    )
+    assert ("fast path >= 2x the seed pipeline" in text) and ("NOT met" in text or "met" in text)
+    assert Path(loaded["path"].replace(".json", ".png")).is_file()  # the plot the notebook displays
+
+
+def test_a_diverged_run_in_a_result_is_reported_as_a_failure(cpu_run):
+    """A real quick result, changed to say that run 2's fast path ended near chance while its seed learned."""
+    _, _, result = cpu_run
+    changed = copy.deepcopy(result)
+    run = changed["runs"][1]
+    run["seed_pipeline"]["test_accuracy"] = 0.52
+    run["fast_path"]["test_accuracy"] = run["fast_path"]["epoch_test_accuracy"][-1] = 0.1002
+    run["linear_scaling_only"]["test_accuracy"] = 0.41  # worse than the seed, but it learned: no failure
+    (failure,) = bench_failures(changed)
+    assert failure["where"] == "fast path run 2" and failure["path"] == "fast_path"
+    text = describe_result(changed)
+    assert (
+        "FAILURE: fast path run 2: diverged: it ended at 10.0% test accuracy, near chance (10%), while the "
+        "seed pipeline of the same run reached 52.0%" in text
+    )
+    run["linear_scaling_only"]["status"] = "non-finite"
+    run["linear_scaling_only"]["error"] = "epoch 2: the loss was NaN"
+    assert "FAILURE: linear scaling only run 2: non-finite: epoch 2: the loss was NaN" in describe_result(
+        changed
+    )
+    assert bench_failures(result) == []  # the result as measured has none
+
+
+def test_a_run_that_diverges_fails_the_bench_with_a_clear_line(tmp_path):
+    """The real bench at a rate that no network survives: the fast paths fail, and the exit status is 1."""
+    done = _bench(
+        tmp_path,
+        *("--train-size", "128", "--test-size", "100", "--epochs", "2", "--repeats", "1"),
+        *("--fast-base-lr", "10000", "--skip", "ladder", "--skip", "demo", "--skip", "sweep"),
+    )
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    (path,) = tmp_path.glob("*.json")
+    result = json.loads(path.read_text())
+    assert result["exit_status"] == 1
+    assert {f["where"] for f in result["failures"]} == {"fast path run 1", "linear scaling only run 1"}
+    assert result["runs"][0]["seed_pipeline"]["status"] == "ok"  # the seed's rate is untouched
+    for failure in result["failures"]:
+        assert f"FAILURE: {failure['where']}: {failure['why']}" in done.stdout
+    assert "run(s) diverged or became non-finite (above): exit status 1" in done.stdout
+    assert result["targets"]["accuracy"]["met"] is False
+
+
+def test_time_to_accuracy_counts_whole_epochs_of_training():
+    seconds, accuracy = [2.0, 0.5, 0.5, 0.5], [0.12, 0.31, 0.45, 0.44]
+    assert time_to_accuracy(seconds, accuracy, 0.45) == (3.0, 3)
+    assert time_to_accuracy(seconds, accuracy, 0.10) == (2.0, 1)
+    assert time_to_accuracy(seconds, accuracy, 0.46) == (None, None)
+    with pytest.raises(ValueError, match="4 epoch times but 3 accuracies"):
+        time_to_accuracy(seconds, accuracy[:3], 0.45)
+    with pytest.raises(ValueError, match="target is an accuracy from 0 to 1"):
+        time_to_accuracy(seconds, accuracy, 45)
+
+
+@pytest.mark.parametrize(
+    ("record", "seed", "words"),
+    [
+        ({"status": "non-finite", "error": "epoch 3: NaN"}, 0.5, "non-finite: epoch 3: NaN"),
+        ({"epoch_train_loss": [2.3, float("nan")]}, None, "non-finite: the training loss of epoch 2 is nan"),
+        ({"epoch_train_loss": [2.3, 9.1], "test_accuracy": 0.2}, None, "diverged: the training loss"),
+        (
+            {"test_accuracy": 0.1, "epoch_test_accuracy": [0.1]},
+            0.45,
+            "while the seed pipeline .* reached 45.0%",
+        ),
+        (
+            {"test_accuracy": 0.1, "epoch_test_accuracy": [0.35, 0.1]},
+            0.12,
+            "reached 35.0% .* epoch 1, then fell",
+        ),
+        ({"test_accuracy": 0.1, "epoch_test_accuracy": [0.1, 0.1]}, 0.11, None),  # nothing learned: budget
+        ({"test_accuracy": 0.4, "epoch_train_loss": [2.0]}, 0.5, None),  # worse than the seed is no failure
+    ],
+)
+def test_what_counts_as_a_failed_run(record, seed, words):
+    why = run_failure(record, seed)
+    if words is None:
+        assert why is None
+    else:
+        assert why is not None and re.search(words, why), why
 
 
 def test_a_diverged_run_is_reported_not_averaged_away():
@@ -261,3 +407,30 @@ def test_a_diverged_run_is_reported_not_averaged_away():
     text = describe_result(result)
     assert "99.5%, 10.0%, 99.6%" in text
     assert "FAILED: fast path run 2 ended at 10.0%, near chance (10%): it diverged (another run" in text
+
+
+def test_the_large_batch_script_records_every_epoch_and_every_divergence(tmp_path):
+    env = {**os.environ, "COURSE_DATA": "synthetic", "CUDA_VISIBLE_DEVICES": ""}
+    command = [sys.executable, str(ROOT / "scripts" / "large_batch.py"), "--device", "cpu", "--quick"]
+    command += [
+        "--train-size",
+        "256",
+        "--test-size",
+        "100",
+        "--epochs",
+        "2",
+        "--configs",
+        "plain@64,recipe@128",
+    ]
+    done = subprocess.run(
+        [*command, "--out", str(tmp_path)], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (path,) = tmp_path.glob("large-batch-cpu-*-quick.json")
+    result = json.loads(path.read_text())
+    assert [run["config"] for run in result["runs"]] == ["plain@64", "recipe@128"]
+    for run in result["runs"]:
+        assert run["status"] == "ok" and len(run["epoch_test_accuracy"]) == len(run["epoch_train_loss"]) == 2
+    assert "no warm-up" in result["runs"][0]["schedule"] and "cosine decay" in result["runs"][1]["schedule"]
+    reference = result["seed_pipeline_reference"]
+    assert reference["batch_size"] == 64 and reference["epochs"] == 10 and reference["test_accuracy"] > 0.4
