@@ -154,9 +154,7 @@ def settings_for(device: torch.device, args: argparse.Namespace) -> dict:
     fast_epochs = (
         args.fast_epochs if args.fast_epochs is not None else (FAST_EPOCHS if not args.quick else epochs)
     )
-    ladder_epochs = (
-        args.ladder_epochs if args.ladder_epochs is not None else (2 if args.quick else 3)
-    )
+    ladder_epochs = args.ladder_epochs if args.ladder_epochs is not None else (2 if args.quick else 3)
     if min(epochs, fast_epochs, ladder_epochs) < 2:
         raise SystemExit(
             "--epochs, --fast-epochs and --ladder-epochs must be 2 or more: the first epoch is warm-up, "
@@ -530,7 +528,7 @@ def ladder_steps(device: torch.device, settings: dict) -> list[dict]:
             config = {**config, "compile": fast["compile"]}
             add("compile_mode", f"+ compile mode={fast['compile']}", config)
     else:
-        why = "GPU only here: on a CPU, torch.compile needs a C++ compiler and minutes of compiling"
+        why = "GPU only: on a CPU it needs a C++ compiler and a long first compile (--compile-mode tries it)"
         add("compile", "+ torch.compile", skipped=why)
         add("cuda_graphs", "+ CUDA graphs (compile mode='reduce-overhead')", skipped="CUDA only")
     # Larger batches, for their throughput: at the fast path's peak rate, which the rule would exceed
@@ -793,23 +791,33 @@ def plot(result: dict, png_path: Path) -> None:
     fig, axes = plt.subplots(2, 2, figsize=(15, 10))
     colours = {"seed_pipeline": "tab:gray", "fast_path": "tab:green", "linear_scaling_only": "tab:orange"}
     runs = result["runs"]
-    # 1. images/s of every run
+    # 1. images/s of every run: a dot per run, run 1 ringed (log scale: a GPU's range is wide)
     ax = axes[0, 0]
     for i, path in enumerate(PATHS):
         values = [r[path]["images_per_second"] for r in runs]
         shown = [v for v in values if v]
         if shown:
-            ax.bar(i, shown[0], color=colours[path], alpha=0.5)
-            ax.scatter([i] * len(shown), shown, color="black", zorder=3, s=16)
+            ax.scatter([i] * len(shown), shown, color=colours[path], zorder=3, s=40)
+            if values[0]:
+                ax.scatter([i], [values[0]], facecolors="none", edgecolors="black", s=140, zorder=4)
+                ax.annotate(
+                    f"{values[0]:,.0f}",
+                    (i, values[0]),
+                    xytext=(12, 0),
+                    textcoords="offset points",
+                    va="center",
+                    fontsize=10,
+                )
     ax.set_xticks(range(len(PATHS)), ["seed pipeline", "fast path", "linear scaling\nonly"], fontsize=10)
+    ax.set_xlim(-0.5, len(PATHS) - 0.3)
     ax.set_yscale("log")
-    ax.set_ylabel("training images/s (bar: run 1, dots: every run)")
+    ax.set_ylabel("training images/s (dots: every run; ringed: run 1)")
     ratios = [r["ratio"] for r in runs if r["ratio"]]
     ax.set_title(
-        "fast path / seed pipeline: " + ", ".join(f"{r:.1f}x" for r in ratios) if ratios else "no ratio",
+        "fast path / seed pipeline: " + ", ".join(f"{r:.2f}x" for r in ratios) if ratios else "no ratio",
         fontsize=11,
     )
-    # 2. the ladder
+    # 2. the ladder (linear scale: bar lengths compare)
     ax = axes[0, 1]
     ladder = [r for r in result.get("ladder", []) if not r.get("skipped") and r.get("images_per_second")]
     if ladder:
@@ -820,17 +828,17 @@ def plot(result: dict, png_path: Path) -> None:
         )
         ax.set_yticks(range(len(ladder)), [r["step"] for r in ladder], fontsize=10)
         ax.invert_yaxis()
-        ax.set_xscale("log")
         for i, r in enumerate(ladder):
             ax.annotate(
-                f"{r['speedup_seed']:.1f}x" if r.get("speedup_seed") else "",
+                f"{r['speedup_seed']:.2f}x" if r.get("speedup_seed") else "",
                 (r["images_per_second"], i),
                 xytext=(3, 0),
                 textcoords="offset points",
                 va="center",
                 fontsize=10,
             )
-    ax.set_xlabel("training images/s (x the seed pipeline)")
+        ax.set_xlim(0, 1.15 * max(r["images_per_second"] for r in ladder))
+    ax.set_xlabel("training images/s (x the seed pipeline; green: the fast path)")
     ax.set_title("the ladder: each step added to the ones above", fontsize=11)
     # 3. test accuracy after each epoch, against cumulative training seconds
     ax = axes[1, 0]
