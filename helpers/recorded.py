@@ -80,6 +80,7 @@ class Recording:
     run: dict  # the run's description: device, torch, date, ...
     path: Path  # the executed notebook it comes from
     current: bool  # whether the recorded source is the cell's current source
+    note: str = ""  # what to know about how it was recorded (the cell's metadata "recording_note")
 
     @property
     def label(self) -> str:
@@ -171,6 +172,7 @@ def find_recording(
                     and cell_source_key(recorded["source"]) == source
                     for name, source in wanted.items()
                 ),
+                str(cell.get("metadata", {}).get("recording_note", "")),
             )
         )
     if not found:
@@ -255,6 +257,8 @@ def show_gpu_output(
             "(recorded on an earlier version of the synthetic stand-in data, which was far easier: "
             "its accuracies and losses are not those this version gives)"
         )
+    if recording.note:
+        print(f"({recording.note})")
     if not recording.outputs:
         print("(it printed nothing)")
     for output in recording.outputs:

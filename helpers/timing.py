@@ -514,7 +514,11 @@ def _describe_v2(result: dict) -> list[str]:
             "first epoch of each run (s) against a steady epoch (median): "
             + "; ".join(
                 f"{PATH_NAMES.get(p, p)} {', '.join(f'{s:.2f}' for s in v['runs'])} "
-                f"against {v['steady_median']:.2f}"
+                + (
+                    f"against {v['steady_median']:.2f}"
+                    if v.get("steady_median") is not None
+                    else "(no steady epoch)"
+                )
                 for p, v in first.items()
             )
         )
@@ -586,9 +590,11 @@ def _targets(result: dict) -> list[str]:
     for name, target in targets.items():
         if not isinstance(target, dict) or "met" not in target:
             continue
-        text = f"{name.replace('_', ' ')} {'met' if target.get('met') else 'NOT met'}"
+        met = target.get("met")
+        verdict = "not judged" if met is None else "met" if met else "NOT met"
+        text = f"{name.replace('_', ' ')} {verdict}"
         if target.get("text"):
-            text = f"{target['text']}: {'met' if target.get('met') else 'NOT met'}"
+            text = f"{target['text']}: {verdict}"
         verdicts.append(text)
     return (
         [f"targets ({targets.get('judged_on', 'as recorded')}): " + "; ".join(verdicts)] if verdicts else []

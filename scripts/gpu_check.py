@@ -2,6 +2,7 @@
 
     python scripts/gpu_check.py                              # every part, one after the other
     python scripts/gpu_check.py --part tests                 # the unit tests
+    python scripts/gpu_check.py --part tests tests/test_ddp.py   # some of them, with their own log
     python scripts/gpu_check.py --part notebooks 00 01 02    # some notebooks (default: all)
     python scripts/gpu_check.py --part bench                 # make bench
     python scripts/gpu_check.py --import-run DIR ...         # store a run recorded elsewhere
@@ -169,16 +170,19 @@ def _update_run(folder: Path, machine: dict, part: str, record: dict) -> None:
     path.write_text(json.dumps(run, indent=2) + "\n")
 
 
-def part_tests(folder: Path, machine: dict) -> dict:
-    log = folder / "unit-tests.log"
+def part_tests(folder: Path, machine: dict, selection: list[str]) -> dict:
+    """The unit tests, or the test files in ``selection`` (the whole suite needs more than the 10
+    minutes a GPU machine's command may take: run it in pieces, each with its own log)."""
+    log = folder / (f"unit-tests-{slug(' '.join(selection))}.log" if selection else "unit-tests.log")
     command = [
         sys.executable,
         "-m",
         "pytest",
-        "tests",
+        *(selection or ["tests"]),
         "--ignore=tests/test_browser.py",
         "-p",
         "no:cacheprovider",
+        "-rfEs",
     ]
     print("$ " + " ".join(command[1:]), flush=True)
     start = time.perf_counter()
@@ -188,7 +192,7 @@ def part_tests(folder: Path, machine: dict) -> dict:
     lines = [line for line in log.read_text().splitlines() if line.strip()]
     summary = lines[-1].strip("= ") if lines else "no output"
     print(f"unit tests: {summary} ({seconds} s); log in {log.relative_to(ROOT)}", flush=True)
-    return {"result": summary, "exit_code": done.returncode, "seconds": seconds}
+    return {"result": summary, "exit_code": done.returncode, "seconds": seconds, "log": log.name}
 
 
 def part_notebooks(folder: Path, machine: dict, names: list[str], timeout: int) -> dict:
@@ -216,7 +220,7 @@ def part_notebooks(folder: Path, machine: dict, names: list[str], timeout: int) 
             try:
                 client.execute()
                 status[path.stem] = "passed"
-            except CellExecutionError as error:
+            except Exception as error:  # a failed cell, a dead kernel, a timeout: record it, go on
                 failing = next(
                     (
                         c.get("id")
@@ -226,7 +230,10 @@ def part_notebooks(folder: Path, machine: dict, names: list[str], timeout: int) 
                     ),
                     "?",
                 )
-                status[path.stem] = f"failed at cell {failing}: {str(error).strip().splitlines()[-1][:300]}"
+                last_line = (str(error).strip().splitlines() or [""])[-1][:300]
+                if not isinstance(error, CellExecutionError):
+                    last_line = f"{type(error).__name__}: {last_line}"  # the kernel died, say
+                status[path.stem] = f"failed at cell {failing}: {last_line}"
             elapsed = round(time.perf_counter() - start, 1)
             executed = json.loads(nbformat.writes(notebook))
             clean_outputs(executed)
@@ -235,6 +242,14 @@ def part_notebooks(folder: Path, machine: dict, names: list[str], timeout: int) 
             _write_notebook(executed, out / path.name)
             seconds[path.stem] = elapsed
             print(f"{path.stem:40} {elapsed:7.1f} s  {status[path.stem]}", flush=True)
+            # after each notebook, so that a command stopped at its time limit keeps what finished
+            seconds_file.write_text(json.dumps(seconds, indent=2) + "\n")
+            _update_run(
+                folder,
+                machine,
+                "notebooks",
+                {"notebooks": status, "seconds": {k: seconds[k] for k in status}},
+            )
     finally:
         if env_before is not None:
             os.environ["COURSE_QUICK"] = env_before
@@ -320,7 +335,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=(*PARTS, "all"), default="all")
     parser.add_argument(
-        "names", nargs="*", help="notebooks for --part notebooks: names or numbers (default all)"
+        "names",
+        nargs="*",
+        help="notebooks for --part notebooks: names or numbers (default all); "
+        "test files for --part tests (default: all of tests/)",
     )
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "gpu", help="default results/gpu")
     parser.add_argument("--timeout", type=int, default=1200, help="seconds per notebook cell")
@@ -363,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     for part in parts:
         if part == "tests":
-            record = part_tests(folder, machine)
+            record = part_tests(folder, machine, args.names if args.part == "tests" else [])
             failed |= record["exit_code"] != 0
         elif part == "notebooks":
             record = part_notebooks(folder, machine, args.names, args.timeout)
@@ -371,7 +389,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             record = part_bench(folder, machine, args.bench_args.split())
             failed |= record["exit_code"] != 0
-        _update_run(folder, machine, part, record)
+        key = (
+            f"tests {' '.join(args.names)}"
+            if part == "tests" and args.part == "tests" and args.names
+            else part
+        )
+        _update_run(folder, machine, key, record)
     print(f"gpu-check: {'some parts failed' if failed else 'everything passed'}; see {folder}/run.json")
     return 1 if failed else 0
 

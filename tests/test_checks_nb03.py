@@ -139,7 +139,11 @@ LOAD_WRONG = [
         lambda path: {k: v.to("meta") for k, v in torch.load(path, map_location="cpu").items()},
         "the tensors were loaded onto meta",
     ),
-    ("values", lambda path: torch.load(path, map_location="cpu").values(), "returned an odict_values"),
+    (
+        "values",
+        lambda path: torch.load(path, map_location="cpu").values(),
+        "dict_values: return the state_dict",
+    ),  # torch 2.11 says dict_values, 2.14 odict_values
     ("load_state_dict's result", _incompatible_keys, "returned a _IncompatibleKeys"),
     (
         "zeros",

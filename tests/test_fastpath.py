@@ -480,6 +480,15 @@ def test_train_epoch_follows_the_schedule_and_counts_what_it_trained():
     assert seen == [pytest.approx(schedule.lr_at(step)) for step in range(8)]
     assert (first.steps, first.samples, second.samples) == (4, 100, 100) and second.lr == seen[-1]
     assert 0 <= first.accuracy <= 1 and math.isfinite(first.loss) and first.scale is None
+    # at lr 0 the weights stay put: the epoch's loss is the mean over all samples (the last batch of
+    # 4 weighted by its size) and its accuracy the model's on all of them
+    frozen = _small_model()
+    optimizer, _ = sgd(frozen.parameters(), 0.0)
+    stats = train_epoch(frozen, DeviceLoader(x, y, batch_size=32, shuffle=True), optimizer, "cpu")
+    with torch.no_grad():
+        outputs = frozen(x)
+    assert stats.loss == pytest.approx(nn.functional.cross_entropy(outputs, y).item(), rel=1e-5)
+    assert stats.accuracy == pytest.approx((outputs.argmax(dim=1) == y).double().mean().item())
 
 
 def test_train_epoch_stops_a_run_whose_loss_became_nan():

@@ -150,13 +150,25 @@ def _fake_run(tmp_path, name, date, edit=None):
     return notebook
 
 
-def test_the_note_on_the_earlier_stand_in_comes_only_with_figures_of_training(capsys):
-    """The H100 run trained on stand-in version 1: its accuracies say nothing today, its device names do."""
-    show_gpu_output("00-02", force=True)  # describe_devices(): no data involved
-    assert "earlier version of the synthetic stand-in" not in capsys.readouterr().out
-    show_gpu_output("01-13", force=True)  # ten epochs of training on the old data
+def test_the_note_on_the_earlier_stand_in_comes_only_with_figures_of_training(tmp_path, capsys):
+    """A run on stand-in version 1 (the first H100 run's): its accuracies say nothing today, its
+    device names do. Made from today's recordings of 00 and 01, marked as trained on version 1."""
+    folder = tmp_path / "old-gpu" / "notebooks"
+    folder.mkdir(parents=True)
+    for pattern in ("00_*.ipynb", "01_*.ipynb"):
+        source = next(iter(sorted((RUNS[0] / "notebooks").glob(pattern))))
+        notebook = json.loads(source.read_text())
+        notebook["metadata"]["gpu_run"]["stand_in"] = 1
+        (folder / source.name).write_text(json.dumps(notebook))
+    show_gpu_output("00-02", force=True, root=tmp_path)  # describe_devices(): no data involved
+    out = capsys.readouterr().out
+    assert "what this cell printed on a GPU" in out and "earlier version of the synthetic stand-in" not in out
+    show_gpu_output("01-13", force=True, root=tmp_path)  # ten epochs of training on the old data
     out = capsys.readouterr().out
     assert "earlier version of the synthetic stand-in" in out and "test accuracy" in out
+    show_gpu_output("01-13", force=True)  # the recording in the repository: today's stand-in
+    out = capsys.readouterr().out
+    assert "test accuracy" in out and "earlier version of the synthetic stand-in" not in out
 
 
 def test_a_stale_recording_is_reported_not_shown(tmp_path, capsys):
@@ -297,3 +309,26 @@ def test_importing_a_run_recorded_elsewhere(tmp_path):
     assert json.loads((folder / "run.json").read_text())["device"] == "Some GPU 9000"
     recording, _ = find_recording("00-02", root=tmp_path / "gpu")
     assert recording.run["date"] == "2030-01-01"
+
+
+def test_a_note_on_how_a_cell_was_recorded_is_shown_with_it(tmp_path, capsys):
+    notebook = _fake_run(tmp_path, "busy-gpu", "2026-11-22")
+    path = tmp_path / "busy-gpu" / "notebooks" / "00_devices_and_tensors.ipynb"
+    cell = next(c for c in notebook["cells"] if c.get("id") == "00-02")
+    cell.setdefault("metadata", {})["recording_note"] = "recorded beside another job"
+    path.write_text(json.dumps(notebook))
+    show_gpu_output("00-02", force=True, root=tmp_path)
+    out = capsys.readouterr().out
+    assert "(recorded beside another job)" in out and "PyTorch" in out
+    show_gpu_output("00-04", force=True, root=tmp_path)  # a cell without a note shows none
+    assert "recorded beside another job" not in capsys.readouterr().out
+
+
+def test_the_disturbed_cells_of_the_h100_run_say_so():
+    """06's H100 recording ran beside the unit tests for its first 70 s: those cells carry a note."""
+    recording, why = find_recording("06-15")
+    assert recording is not None, why
+    if recording.run.get("device") == "NVIDIA H100 80GB HBM3" and recording.run.get("commit") == "fc2b93a":
+        assert "unit tests ran on the same machine" in recording.note
+        later, _ = find_recording("06-26")
+        assert later is not None and later.note == ""

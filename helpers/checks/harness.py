@@ -72,6 +72,7 @@ __all__ = [
     "describe",
     "device_machines",
     "exercise",
+    "full_float32",
     "is_stub",
     "short",
     "where",
@@ -1134,3 +1135,19 @@ def real_gpu() -> torch.device | None:
     """This machine's accelerator, or ``None``."""
     device = pick_device()
     return device if device.type != "cpu" else None
+
+
+@contextlib.contextmanager
+def full_float32(device: torch.device) -> Iterator[None]:
+    """On a CUDA GPU, TF32 off while the check trains, so that the weights compare with the CPU's."""
+    saved = None
+    if device.type == "cuda":
+        with contextlib.suppress(Exception):  # a torch that refuses the legacy flags keeps its own
+            saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        if saved is not None:
+            with contextlib.suppress(Exception):
+                torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved

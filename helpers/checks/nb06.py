@@ -39,6 +39,7 @@ from helpers.checks.harness import (
     short,
     where,
 )
+from helpers.checks.harness import full_float32 as _full_float32
 
 __all__ = ["SimulatedDevice", "check_device_batches", "check_time_per_call", "check_train_epoch"]
 
@@ -363,22 +364,6 @@ def _setup(device: torch.device):
         ]
     model, batches = model.to(device), [(x.to(device), y.to(device)) for x, y in batches]
     return model, batches, nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), lr=0.1)
-
-
-@contextlib.contextmanager
-def _full_float32(device: torch.device) -> Iterator[None]:
-    """On a CUDA GPU, TF32 off while the check trains, so that the weights compare with the CPU's."""
-    saved = None
-    if device.type == "cuda":
-        with contextlib.suppress(Exception):  # a torch that refuses the legacy flags keeps its own
-            saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    try:
-        yield
-    finally:
-        if saved is not None:
-            with contextlib.suppress(Exception):
-                torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 def _reference_epoch() -> tuple[nn.Module, torch.Tensor]:

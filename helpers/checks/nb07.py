@@ -20,7 +20,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 import numbers
 from collections.abc import Callable, Iterator
@@ -32,6 +31,7 @@ from torch import nn
 
 from helpers.checks import fail
 from helpers.checks.harness import LearnerError, Machine, describe, device_machines, exercise, short, where
+from helpers.checks.harness import full_float32 as _full_float32
 
 __all__ = ["check_accumulated_step", "check_largest_batch", "check_state_bytes", "count_state_bytes"]
 
@@ -601,22 +601,6 @@ def _check_loss(answer: Any, case: _Accumulation, ref: _Reference, tolerance: fl
         f"{ref.loss:.5f}",
         "return the mean of the per-example losses over the whole batch",
     )
-
-
-@contextlib.contextmanager
-def _full_float32(device: torch.device) -> Iterator[None]:
-    """On a CUDA GPU, TF32 off while the check trains, so that the weights compare with the CPU's."""
-    saved = None
-    if device.type == "cuda":
-        with contextlib.suppress(Exception):  # a torch that refuses the legacy flags keeps its own
-            saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    try:
-        yield
-    finally:
-        if saved is not None:
-            with contextlib.suppress(Exception):
-                torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 def _accumulate_on(m: Machine, accumulated_step: Callable, case: _Accumulation, ref: _Reference) -> None:
