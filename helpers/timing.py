@@ -29,6 +29,7 @@ __all__ = [
     "Stopwatch",
     "autorange",
     "bench_failures",
+    "check_against_reference",
     "compare",
     "describe_result",
     "images_per_second",
@@ -599,3 +600,74 @@ def _targets(result: dict) -> list[str]:
     return (
         [f"targets ({targets.get('judged_on', 'as recorded')}): " + "; ".join(verdicts)] if verdicts else []
     )
+
+
+# The steps of 06_performance's section 4, named as make bench's ladder names them.
+LADDER_STEPS = {
+    "seed pipeline": "seed",
+    "+ data on device": "device",
+    "+ batch 512, lr x8": "large_batch",
+    "+ channels_last": "channels_last",
+    "+ bf16 autocast": "mixed_precision",
+    "+ torch.compile": "compile",
+}
+
+
+def check_against_reference(
+    live: dict[str, float], reference: dict | None, tolerance: float = 2.0
+) -> tuple[list[str], list[str]]:
+    """Live images/s of 06's steps beside a recorded ``make bench`` ladder, and what contradicts it.
+
+    ``live`` maps step names (``LADDER_STEPS``) to images per second, the seed pipeline among them;
+    ``reference`` is one result of ``load_results`` (or ``None``). Returns the lines of a side-by-side
+    table (each step's speed-up over the seed pipeline, live and recorded) and the flags: a step that
+    only removes work (the data on the device) measured much slower than the seed pipeline, or a
+    live speed-up more than ``tolerance`` times away from the recorded one. A flag means: a busy
+    machine during one of the measurements, or a machine unlike the recorded one; measure again.
+    """
+    if not isinstance(live, dict) or not live:
+        raise TypeError(f"check_against_reference: live must be a dict of step -> images/s, got {live!r}.")
+    unknown = [step for step in live if step not in LADDER_STEPS]
+    if unknown:
+        raise ValueError(
+            f"check_against_reference: unknown steps {unknown}; the steps are {list(LADDER_STEPS)}."
+        )
+    if "seed pipeline" not in live or not live["seed pipeline"] > 0:
+        raise ValueError(
+            "check_against_reference: live needs the seed pipeline's images/s (> 0), the base of every ratio."
+        )
+    if not tolerance > 1:
+        raise ValueError(f"check_against_reference: tolerance must be above 1, got {tolerance!r}.")
+    seed = live["seed pipeline"]
+    ladder = {step["key"]: step for step in (reference or {}).get("ladder") or [] if not step.get("skipped")}
+    recorded_seed = (ladder.get("seed") or {}).get("images_per_second")
+    where = ""
+    if reference and recorded_seed:
+        where = f"{reference['device'].get('name', '?')}, {str(reference.get('date', '?'))[:10]}"
+    lines, flags = [], []
+    for step, value in live.items():
+        ratio = value / seed
+        line = f"{step:20} live {value:>12,.0f} images/s = {ratio:6.2f}x"
+        recorded = (ladder.get(LADDER_STEPS[step]) or {}).get("images_per_second")
+        if recorded and recorded_seed:
+            recorded_ratio = recorded / recorded_seed
+            line += f" | recorded {recorded:>10,.0f} = {recorded_ratio:6.2f}x"
+            if step != "seed pipeline" and not (
+                recorded_ratio / tolerance <= ratio <= recorded_ratio * tolerance
+            ):
+                flags.append(
+                    f"{step}: {ratio:.2f}x the seed pipeline here, {recorded_ratio:.2f}x in the recorded "
+                    f"run ({where}): more than {tolerance:g}x apart"
+                )
+        lines.append(line)
+    device_step = live.get("+ data on device")
+    if device_step is not None and device_step < 0.8 * seed:
+        flags.append(
+            f"+ data on device: {device_step / seed:.2f}x the seed pipeline, though it only removes work "
+            "(no PIL, no per-sample Python, no copy per batch)"
+        )
+    if where:
+        lines.insert(0, f"recorded: make bench's ladder on {where}")
+    else:
+        lines.insert(0, "recorded: no make bench ladder for this kind of device yet")
+    return lines, flags

@@ -465,3 +465,59 @@ def test_the_accuracy_target_is_judged_only_where_the_seed_pipeline_learned():
 
     (line,) = _targets({"targets": {"judged_on": "every run", "accuracy": unjudged}})
     assert line.endswith("not judged: the seed pipeline ended below 15% in a run: not judged"), line
+
+
+def _cpu_reference() -> dict:
+    (reference,) = [r for r in load_results(ROOT / "results", device_type="cpu") if r.get("ladder")][-1:]
+    return reference
+
+
+def test_live_figures_are_put_beside_the_recorded_ladder():
+    from helpers.timing import check_against_reference
+
+    reference = _cpu_reference()
+    ladder = {
+        step["key"]: step["images_per_second"] for step in reference["ladder"] if not step.get("skipped")
+    }
+    live = {"seed pipeline": ladder["seed"], "+ data on device": ladder["device"]}
+    lines, flags = check_against_reference(live, reference)
+    assert flags == []  # the recorded figures themselves contradict nothing
+    assert lines[0].startswith("recorded: make bench's ladder on ")
+    assert f"{ladder['device']:,.0f}" in lines[2] and f"{ladder['device'] / ladder['seed']:.2f}x" in lines[2]
+
+
+def test_a_live_figure_that_contradicts_the_recorded_one_is_flagged():
+    from helpers.timing import check_against_reference
+
+    reference = _cpu_reference()
+    seed = 1_000.0
+    recorded = {s["key"]: s for s in reference["ladder"]}
+    channels_last = recorded["channels_last"]["images_per_second"] / recorded["seed"]["images_per_second"]
+    within = {"seed pipeline": seed, "+ channels_last": seed * channels_last * 1.9}
+    assert check_against_reference(within, reference)[1] == []
+    beyond = {"seed pipeline": seed, "+ channels_last": seed * channels_last * 2.1}
+    (flag,) = check_against_reference(beyond, reference)[1]
+    assert flag.startswith("+ channels_last: ") and "more than 2x apart" in flag
+    # the student's busy machine: data on the device at a tenth of the seed, with or without a reference
+    for ref in (reference, None):
+        flags = check_against_reference({"seed pipeline": 1_900.0, "+ data on device": 178.0}, ref)[1]
+        assert any("only removes work" in f for f in flags)
+    lines, flags = check_against_reference({"seed pipeline": 1_900.0, "+ data on device": 2_000.0}, None)
+    assert flags == [] and lines[0] == "recorded: no make bench ladder for this kind of device yet"
+
+
+@pytest.mark.parametrize(
+    ("live", "tolerance", "words"),
+    [
+        ({}, 2.0, "dict of step"),
+        ({"+ data on device": 5.0}, 2.0, "seed pipeline"),
+        ({"seed pipeline": 0.0}, 2.0, "seed pipeline"),
+        ({"seed pipeline": 5.0, "+ warp drive": 9.0}, 2.0, "unknown steps"),
+        ({"seed pipeline": 5.0}, 1.0, "tolerance"),
+    ],
+)
+def test_check_against_reference_says_what_is_wrong(live, tolerance, words):
+    from helpers.timing import check_against_reference
+
+    with pytest.raises((TypeError, ValueError), match=words):
+        check_against_reference(live, None, tolerance)
