@@ -521,3 +521,55 @@ def test_check_against_reference_says_what_is_wrong(live, tolerance, words):
 
     with pytest.raises((TypeError, ValueError), match=words):
         check_against_reference(live, None, tolerance)
+
+
+def _profiled_tudui():
+    from torch.profiler import ProfilerActivity, profile
+
+    from helpers.models import Tudui
+
+    model, images = Tudui(), torch.randn(16, 3, 32, 32)
+    with profile(activities=[ProfilerActivity.CPU], acc_events=True) as prof:
+        for _ in range(2):
+            model(images).sum().backward()
+    return prof.key_averages()
+
+
+def test_the_profile_table_fits_a_notebook_and_keeps_the_order():
+    from helpers.timing import profile_table
+
+    events = _profiled_tudui()
+    table = profile_table(events, rows=6)
+    lines = table.splitlines()
+    assert max(len(line) for line in lines) < 90
+    assert len(lines) == 2 + 6 + 1  # header, rule, six operators, the totals
+    totals = [float(line.split()[-2]) for line in lines[2:8]]  # CPU total (ms) of each row
+    assert totals == sorted(totals, reverse=True)
+    assert sorted(events, key=lambda e: e.cpu_time_total)[-1].key[:13] in lines[2]
+    assert lines[-1] == f"self time in all: CPU {sum(e.self_cpu_time_total for e in events) / 1e3:.2f} ms"
+    assert "device" in profile_table(events, device=True).splitlines()[0]
+
+
+def test_the_profile_table_reads_the_device_time_of_older_torch_versions():
+    from types import SimpleNamespace
+
+    from helpers.timing import profile_table
+
+    old = SimpleNamespace(  # before torch 2.4 the device columns were named cuda_*
+        key="aten::addmm",
+        count=3,
+        cpu_time_total=4_000.0,
+        self_cpu_time_total=1_000.0,
+        cuda_time_total=500.0,
+        self_cuda_time_total=500.0,
+    )
+    table = profile_table([old], device=True)
+    assert "0.50" in table.splitlines()[2] and "device 0.50 ms (50% of the CPU's)" in table
+
+
+@pytest.mark.parametrize(("events", "rows", "words"), [([], 10, "no events"), (None, 0, "rows")])
+def test_profile_table_says_what_is_wrong(events, rows, words):
+    from helpers.timing import profile_table
+
+    with pytest.raises(ValueError, match=words):
+        profile_table(_profiled_tudui() if events is None else events, rows=rows)
