@@ -273,25 +273,25 @@ class Pipeline:
             model = model.to(memory_format=torch.channels_last)
         self.model = model
         batch = config["batch_size"]
-        self.non_blocking = False
-        if config["loader"] == "dataloader":
+        # the seed's DataLoader; with workers, also pinned memory on CUDA and copies that do not wait
+        self.non_blocking = config["loader"] == "workers"
+        if config["loader"] in ("dataloader", "workers"):
+            workers = (
+                {
+                    "num_workers": settings["dataloader_workers"],
+                    "pin_memory": device.type == "cuda",
+                    "persistent_workers": True,
+                }
+                if self.non_blocking
+                else {}
+            )
             self.loader = DataLoader(
                 data["train_dataset"],
                 batch_size=batch,
                 shuffle=True,
                 generator=torch.Generator().manual_seed(seed),
+                **workers,
             )
-        elif config["loader"] == "workers":
-            self.loader = DataLoader(
-                data["train_dataset"],
-                batch_size=batch,
-                shuffle=True,
-                generator=torch.Generator().manual_seed(seed),
-                num_workers=settings["dataloader_workers"],
-                pin_memory=device.type == "cuda",
-                persistent_workers=True,
-            )
-            self.non_blocking = True
         else:
             tensors = data["train_tensors_cl" if config["channels_last"] else "train_tensors"]
             self.loader = DeviceLoader(
