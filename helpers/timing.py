@@ -16,6 +16,7 @@ import numbers
 import re
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -32,6 +33,7 @@ __all__ = [
     "check_against_reference",
     "compare",
     "describe_result",
+    "fit_step_time",
     "images_per_second",
     "load_results",
     "profile_table",
@@ -178,6 +180,92 @@ def images_per_second(images: int, seconds: float) -> float:
             "time with Stopwatch(device), which waits for the device."
         )
     return images / seconds
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """A training step's time as a fixed cost per step plus a cost per image (``fit_step_time``).
+
+    ``fixed_seconds`` is what a step costs however small its batch: launching its kernels, Python,
+    the optimizer's loop over the parameters. ``seconds_per_image`` is the work each image adds:
+    arithmetic and memory traffic. ``worst_error`` is the largest relative miss of the fit on the
+    measured points (0.1: 10%), which says how well two numbers describe them.
+    """
+
+    fixed_seconds: float
+    seconds_per_image: float
+    worst_error: float
+
+    def seconds(self, batch_size: int) -> float:
+        """The fitted time of one step at ``batch_size``."""
+        return self.fixed_seconds + self.seconds_per_image * batch_size
+
+    def fixed_share(self, batch_size: int) -> float:
+        """The part of a step at ``batch_size`` that the fixed cost takes, from 0 to 1."""
+        return self.fixed_seconds / self.seconds(batch_size)
+
+    def bound(self, batch_size: int) -> str:
+        """Which cost dominates a step at ``batch_size``, in words."""
+        if self.fixed_share(batch_size) >= 0.5:
+            return "fixed cost per step (launches, Python)"
+        return "work per image (arithmetic, memory)"
+
+    def batch_at_half(self) -> float:
+        """The batch size where both costs are equal (infinite when nothing is fixed)."""
+        if self.seconds_per_image == 0:
+            return math.inf
+        return self.fixed_seconds / self.seconds_per_image
+
+
+def fit_step_time(batch_sizes: Iterable[int], seconds_per_step: Iterable[float]) -> StepTime:
+    """Fit ``seconds = fixed + per_image * batch`` to measured step times, in relative error.
+
+    Each point counts by its relative miss, so a step of 1 ms at batch 16 weighs as much as one of
+    100 ms at batch 1,024 (ordinary least squares would fit the largest batches only). Neither
+    cost can be negative: where the best fit would make one so, it is 0 and the other is refitted
+    alone. Needs at least two different batch sizes and positive times.
+    """
+    sizes, times = list(batch_sizes), list(seconds_per_step)
+    if len(sizes) != len(times):
+        raise ValueError(
+            f"fit_step_time: {len(sizes)} batch sizes but {len(times)} times; give one time per batch size."
+        )
+    for b in sizes:
+        _args.integer(b, "batch_sizes", "fit_step_time", minimum=1)
+    for t in times:
+        if isinstance(t, bool) or not isinstance(t, numbers.Real) or not (math.isfinite(t) and t > 0):
+            raise ValueError(
+                f"fit_step_time: every time must be a positive number of seconds, got {t!r}; "
+                "time each step with a synchronize before reading the clock (autorange, Stopwatch)."
+            )
+    if len(set(sizes)) < 2:
+        raise ValueError(
+            f"fit_step_time: needs at least two different batch sizes to tell a fixed cost from a cost "
+            f"per image, got {sizes}."
+        )
+    # minimise sum((a + b * B_i) / t_i - 1)^2: linear least squares in a and b
+    u = [1 / t for t in times]
+    v = [b / t for b, t in zip(sizes, times, strict=True)]
+    suu, svv, suv = (
+        sum(x * x for x in u),
+        sum(x * x for x in v),
+        sum(x * y for x, y in zip(u, v, strict=True)),
+    )
+    su, sv = sum(u), sum(v)
+    det = suu * svv - suv * suv
+    fixed = (su * svv - sv * suv) / det if det > 0 else -1.0
+    per_image = (sv * suu - su * suv) / det if det > 0 else -1.0
+    if fixed < 0 or per_image < 0:
+        only_per_image = (0.0, sv / svv)
+        only_fixed = (su / suu, 0.0)
+
+        def misses(candidate):
+            a, b = candidate
+            return sum(((a + b * s) / t - 1) ** 2 for s, t in zip(sizes, times, strict=True))
+
+        fixed, per_image = min(only_per_image, only_fixed, key=misses)
+    worst = max(abs((fixed + per_image * s) / t - 1) for s, t in zip(sizes, times, strict=True))
+    return StepTime(fixed_seconds=fixed, seconds_per_image=per_image, worst_error=worst)
 
 
 def autorange(
@@ -611,6 +699,7 @@ LADDER_STEPS = {
     "+ channels_last": "channels_last",
     "+ bf16 autocast": "mixed_precision",
     "+ torch.compile": "compile",
+    "+ CUDA graphs": "cuda_graphs",
 }
 
 

@@ -19,12 +19,14 @@ from conftest import requires_cuda
 
 from helpers.devices import pick_device
 from helpers.timing import (
+    LADDER_STEPS,
     Stopwatch,
     _wait_for,
     autorange,
     bench_failures,
     compare,
     describe_result,
+    fit_step_time,
     images_per_second,
     load_results,
     result_stem,
@@ -285,6 +287,8 @@ def test_the_ladder_measures_each_step_or_says_why_not(cpu_run):
     assert measured[-1]["config"] == result["settings"]["fast_config"]
     for rung in ladder:
         assert rung["step"] in stdout
+    # 06's live steps are put beside these rungs by key (check_against_reference)
+    assert set(LADDER_STEPS.values()) <= {rung["key"] for rung in ladder}
 
 
 def test_the_report_shows_every_run_and_the_targets(cpu_run):
@@ -573,3 +577,58 @@ def test_profile_table_says_what_is_wrong(events, rows, words):
 
     with pytest.raises(ValueError, match=words):
         profile_table(_profiled_tudui() if events is None else events, rows=rows)
+
+
+# --- fit_step_time: a fixed cost per step and a cost per image ------------------------------------
+
+
+def test_fit_step_time_recovers_the_two_costs_it_was_made_from():
+    sizes = [16, 64, 256, 1024]
+    fit = fit_step_time(sizes, [0.002 + 3e-6 * b for b in sizes])
+    assert fit.fixed_seconds == pytest.approx(0.002, rel=1e-9)
+    assert fit.seconds_per_image == pytest.approx(3e-6, rel=1e-9)
+    assert fit.worst_error < 1e-9
+    assert fit.batch_at_half() == pytest.approx(0.002 / 3e-6)
+    assert fit.fixed_share(16) > 0.9 and fit.bound(16).startswith("fixed cost")
+    assert fit.fixed_share(8192) < 0.1 and fit.bound(8192).startswith("work per image")
+
+
+def test_fit_step_time_weighs_every_batch_by_its_relative_miss():
+    # one noisy large batch must not swamp the small ones, as an ordinary least-squares fit would
+    sizes = [16, 64, 256, 1024]
+    times = [0.001 + 1e-6 * b for b in sizes]
+    times[-1] *= 1.3
+    fit = fit_step_time(sizes, times)
+    assert fit.seconds(16) == pytest.approx(times[0], rel=0.05)
+
+
+def test_fit_step_time_never_returns_a_negative_cost():
+    # time per image falling with the batch (caches) would give a negative fixed cost: it is 0 instead
+    sizes = [16, 64, 256, 1024]
+    fit = fit_step_time(sizes, [0.0104, 0.0324, 0.168, 0.766])  # the 2-core CPU's recorded Tudui sweep
+    assert fit.fixed_seconds == 0 and fit.seconds_per_image > 0 and fit.fixed_share(16) == 0
+    flat = fit_step_time(sizes, [0.0015, 0.0014, 0.0014, 0.0012])  # time per step falling: no cost per image
+    assert flat.seconds_per_image == 0 and flat.fixed_seconds > 0 and flat.batch_at_half() == float("inf")
+
+
+def test_the_recorded_h100_sweep_is_bound_by_launches_at_the_seed_batch():
+    # the claim 06 makes from the first H100 run of make bench, read from the committed file
+    result = json.loads((ROOT / "results" / "bench-cuda-nvidia-h100-80gb-hbm3.json").read_text())
+    gpu = [r for r in result["sweep"] if r["device"] != "cpu" and r["model"] == "Tudui"]
+    fit = fit_step_time([r["batch_size"] for r in gpu], [r["seconds_per_step_median"] for r in gpu])
+    assert fit.fixed_share(64) > 0.8 and fit.fixed_share(512) > 0.5 and fit.fixed_share(8192) < 0.2
+
+
+@pytest.mark.parametrize(
+    "sizes, times, words",
+    [
+        ([16, 64], [0.001], "2 batch sizes but 1 times"),
+        ([64, 64], [0.001, 0.002], "two different batch sizes"),
+        ([16, 64], [0.001, 0.0], "positive number of seconds"),
+        ([16, 64], [0.001, float("nan")], "positive number of seconds"),
+        ([16, 0], [0.001, 0.002], "batch_sizes"),
+    ],
+)
+def test_fit_step_time_says_what_is_wrong(sizes, times, words):
+    with pytest.raises((ValueError, TypeError), match=re.escape(words)):
+        fit_step_time(sizes, times)
