@@ -37,6 +37,7 @@ __all__ = [
     "data_dir",
     "expect_accuracy",
     "load_cifar10",
+    "loader_workers",
     "make_synthetic_cifar10",
     "quick_mode",
     "training_budget",
@@ -660,12 +661,16 @@ def training_budget(
     quick_train_size: int | None = 2_000,
     quick_test_size: int | None = 500,
     quick_epochs: int = 1,
+    small_on_gpu: str | None = None,
 ) -> Budget:
     """How much to train: everything on an accelerator, a subset on a CPU, a sliver in quick mode.
 
     The numbers are chosen per notebook so that its default run takes under 5 minutes on a 2-core
     CPU; ``str(budget)`` says what was chosen and why, for the notebook to print. Epochs are whole
-    numbers from 1, sizes whole numbers from 1 or ``None`` (all the images).
+    numbers from 1, sizes whole numbers from 1 or ``None`` (all the images). ``small_on_gpu``, the
+    reason in a few words, makes an accelerator train on the CPU's subset for the CPU's epochs too,
+    for a recipe that an accelerator does not speed up (such as a batch of 4); the budget's mode is
+    then ``"cpu"``, whose accuracy band applies.
     """
     device = as_device(device, name="device", caller="training_budget")
 
@@ -685,6 +690,11 @@ def training_budget(
     )
     quick_train_size = images(quick_train_size, "quick_train_size")
     quick_test_size = images(quick_test_size, "quick_test_size")
+    if small_on_gpu is not None and (not isinstance(small_on_gpu, str) or not small_on_gpu.strip()):
+        raise TypeError(
+            f"training_budget: small_on_gpu is the reason, in words, to train on the CPU's subset on a "
+            f"GPU too, or None; got {small_on_gpu!r}."
+        )
     if quick_mode():
         return Budget(quick_train_size, quick_test_size, quick_epochs, "quick mode (COURSE_QUICK=1)", "quick")
     if device.type == "cpu":
@@ -695,7 +705,36 @@ def training_budget(
             f"a subset, because this run is on the CPU (a GPU run uses all of it for {gpu_epochs} epochs)",
             "cpu",
         )
+    if small_on_gpu is not None:
+        return Budget(
+            cpu_train_size,
+            cpu_test_size,
+            cpu_epochs,
+            f"the CPU's subset on {device} too: {small_on_gpu}",
+            "cpu",
+        )
     return Budget(None, None, gpu_epochs, f"the full dataset on {device}")
+
+
+def loader_workers(device: torch.device | str) -> int:
+    """How many worker processes a ``DataLoader`` feeding ``device`` should have (``num_workers``).
+
+    On a CUDA GPU the training process mostly launches kernels and waits, while a loader without
+    workers builds every batch in that same process, one sample at a time (a PIL image, then
+    ``ToTensor``), and the GPU waits for it. Workers build the next batches meanwhile: one per
+    core, leaving one core to the training process, at most 4 (enough to keep up with the small
+    networks of this course; each one more costs memory and start-up time). On a CPU the answer is
+    0, since there a worker takes cores from the training itself (``06_performance`` measures it);
+    on other devices 0 as well, until measured there. Introduced in ``01_cuda_method``.
+    """
+    device = as_device(device, name="device", caller="loader_workers")
+    if device.type != "cuda":
+        return 0
+    try:
+        cores = len(os.sched_getaffinity(0))  # the cores this process may use (a container's share)
+    except AttributeError:  # macOS, Windows
+        cores = os.cpu_count() or 1
+    return max(1, min(4, cores - 1))
 
 
 def _is_stand_in(dataset: Any) -> bool:

@@ -14,6 +14,7 @@ from helpers.data import (
     SyntheticCIFAR10,
     data_dir,
     load_cifar10,
+    loader_workers,
     make_synthetic_cifar10,
     quick_mode,
     training_budget,
@@ -277,6 +278,46 @@ def test_budget_depends_on_device_and_quick_mode(monkeypatch):
     monkeypatch.setenv("COURSE_QUICK", "1")
     quick = training_budget("cuda:0", gpu_epochs=10, cpu_epochs=3, quick_train_size=64, quick_epochs=1)
     assert (quick.train_size, quick.num_epochs) == (64, 1) and "quick" in str(quick)
+
+
+def test_a_recipe_a_gpu_does_not_speed_up_keeps_the_cpu_budget_there(monkeypatch):
+    monkeypatch.delenv("COURSE_QUICK", raising=False)
+    args = {"gpu_epochs": 2, "cpu_epochs": 2, "cpu_train_size": 20_000, "cpu_test_size": 5_000}
+    why = "a batch of 4 is launch-bound"
+    gpu = training_budget("cuda:0", small_on_gpu=why, **args)
+    assert (gpu.train_size, gpu.test_size, gpu.num_epochs, gpu.mode) == (20_000, 5_000, 2, "cpu")
+    assert why in str(gpu) and "cuda:0" in str(gpu)
+    assert training_budget("cpu", small_on_gpu=why, **args) == training_budget("cpu", **args)
+    with pytest.raises(TypeError, match="small_on_gpu is the reason"):
+        training_budget("cuda:0", small_on_gpu=True, **args)
+    with pytest.raises(TypeError, match="small_on_gpu is the reason"):
+        training_budget("cuda:0", small_on_gpu=" ", **args)
+
+
+def test_loader_workers_only_where_a_gpu_waits_for_the_loader(monkeypatch):
+    assert loader_workers("cpu") == 0 and loader_workers(torch.device("meta")) == 0
+    for cores, workers in ((1, 1), (2, 1), (3, 2), (16, 4), (128, 4)):
+        monkeypatch.setattr("os.sched_getaffinity", lambda pid, n=cores: set(range(n)), raising=False)
+        assert loader_workers("cuda:0") == workers, cores
+    with pytest.raises(TypeError, match="loader_workers"):
+        loader_workers(4)
+
+
+def test_workers_serve_the_stand_in_as_the_training_process_does():
+    # the stand-in with the notebooks' transform goes to worker processes, forked or (macOS,
+    # Windows) spawned, which pickles it; the batches are the same as without workers
+    normalize = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.5,) * 3, (0.5,) * 3)])
+    data = load_cifar10(train=True, transform=normalize, size=256)
+    batches = {}
+    for workers, context in ((0, None), (2, "fork"), (1, "spawn")):
+        torch.manual_seed(3)
+        loader = DataLoader(
+            data, batch_size=64, shuffle=True, num_workers=workers, multiprocessing_context=context
+        )
+        batches[workers] = list(loader)
+    for other in (2, 1):
+        for (x, y), (wx, wy) in zip(batches[0], batches[other], strict=True):
+            assert torch.equal(x, wx) and torch.equal(y, wy)
 
 
 # --- bad arguments: each refused with the argument named, never a split picked by truthiness ------
