@@ -698,11 +698,16 @@ def training_budget(
     if quick_mode():
         return Budget(quick_train_size, quick_test_size, quick_epochs, "quick mode (COURSE_QUICK=1)", "quick")
     if device.type == "cpu":
+        gpu_run = (
+            f"a GPU run uses the same subset: {small_on_gpu}"
+            if small_on_gpu is not None
+            else f"a GPU run uses all of it for {gpu_epochs} epochs"
+        )
         return Budget(
             cpu_train_size,
             cpu_test_size,
             cpu_epochs,
-            f"a subset, because this run is on the CPU (a GPU run uses all of it for {gpu_epochs} epochs)",
+            f"a subset, because this run is on the CPU ({gpu_run})",
             "cpu",
         )
     if small_on_gpu is not None:

@@ -490,19 +490,21 @@ def grad_scaler(device: torch.device | str, **kwargs: Any) -> torch.amp.GradScal
     )
 
 
-def sgd(params: Iterable, lr: float, *, fused: bool = False) -> tuple[torch.optim.SGD, str]:
-    """``torch.optim.SGD(params, lr)`` (no momentum, as the seed's), fused where asked and possible.
+def sgd(
+    params: Iterable, lr: float, *, fused: bool = False, momentum: float = 0.0
+) -> tuple[torch.optim.SGD, str]:
+    """``torch.optim.SGD(params, lr, momentum)``, fused where asked and possible (momentum 0: the seed's).
 
     Returns the optimizer and a few words on which implementation it uses. ``fused=True`` asks for
     the fused implementation (one kernel for all parameters; on CUDA, and on the CPU since pytorch
-    PR 123629, 2024); where this torch or device has none, the default (``foreach``) one is used and
-    the words say so.
+    PR 123629, 2024); where this torch or device has none, the default one is used (on a GPU
+    ``foreach``: a few multi-tensor kernels; on a CPU a loop over the tensors) and the words say so.
     """
     params = list(params)
     if not fused:
-        return torch.optim.SGD(params, lr=lr), "default"
+        return torch.optim.SGD(params, lr=lr, momentum=momentum), "default"
     try:
-        optimizer = torch.optim.SGD(params, lr=lr, fused=True)
+        optimizer = torch.optim.SGD(params, lr=lr, momentum=momentum, fused=True)
         try:  # the device check happens at the first step; make it now, where this torch has it
             from torch.optim.optimizer import _device_dtype_check_for_fused
         except ImportError:
@@ -514,7 +516,7 @@ def sgd(params: Iterable, lr: float, *, fused: bool = False) -> tuple[torch.opti
         return optimizer, "fused"
     except (TypeError, RuntimeError) as error:
         reason = str(error).split("\n")[0]
-        return torch.optim.SGD(params, lr=lr), f"default (no fused SGD here: {reason})"
+        return torch.optim.SGD(params, lr=lr, momentum=momentum), f"default (no fused SGD here: {reason})"
 
 
 # ---- the training loop of the fast path ----------------------------------------------------------

@@ -287,7 +287,9 @@ def test_a_recipe_a_gpu_does_not_speed_up_keeps_the_cpu_budget_there(monkeypatch
     gpu = training_budget("cuda:0", small_on_gpu=why, **args)
     assert (gpu.train_size, gpu.test_size, gpu.num_epochs, gpu.mode) == (20_000, 5_000, 2, "cpu")
     assert why in str(gpu) and "cuda:0" in str(gpu)
-    assert training_budget("cpu", small_on_gpu=why, **args) == training_budget("cpu", **args)
+    cpu = training_budget("cpu", small_on_gpu=why, **args)
+    assert (cpu.train_size, cpu.test_size, cpu.num_epochs, cpu.mode) == (20_000, 5_000, 2, "cpu")
+    assert f"a GPU run uses the same subset: {why}" in str(cpu) and "all of it" not in str(cpu)
     with pytest.raises(TypeError, match="small_on_gpu is the reason"):
         training_budget("cuda:0", small_on_gpu=True, **args)
     with pytest.raises(TypeError, match="small_on_gpu is the reason"):

@@ -508,3 +508,8 @@ def test_fused_sgd_is_used_where_torch_has_it_and_refused_clearly_where_not():
     meta = nn.Linear(2, 2, device="meta")
     optimizer, kind = sgd(meta.parameters(), 0.1, fused=True)
     assert kind.startswith("default (no fused SGD here") and not optimizer.defaults.get("fused")
+    for fused in (False, True):  # momentum is passed on, fused or not, and the fallback keeps it
+        optimizer, _ = sgd(model.parameters(), 0.1, fused=fused, momentum=0.9)
+        assert optimizer.defaults["momentum"] == 0.9
+    optimizer, _ = sgd(meta.parameters(), 0.1, fused=True, momentum=0.9)
+    assert optimizer.defaults["momentum"] == 0.9
