@@ -11,8 +11,9 @@ Run ``make bench`` (or ``.venv/bin/python scripts/bench.py``) on whatever device
   - the seed pipeline: a ``DataLoader`` over PIL images with ``ToTensor`` per sample, batch 64,
     SGD at lr 0.01, float32, as seed 000 trains (shuffled, which seed 000 forgets);
   - the fast path: the dataset held on the device (``helpers.fastpath.DeviceLoader``), batch 512
-    with the large-batch recipe (``LargeBatchSchedule``: the linear scaling rule, a warm-up over
-    the first epoch, a cosine decay), ``channels_last``, mixed precision where the device has it
+    (on a CPU 128, where a larger batch only costs: see ``CPU_FAST_BATCH``) with the large-batch
+    recipe (``LargeBatchSchedule``: the linear scaling rule, a warm-up over the first epoch, a
+    cosine decay), ``channels_last``, mixed precision where the device has it
     (``choose_precision``: bf16, else fp16 with a ``GradScaler`` on CUDA), fused SGD, and on CUDA
     ``torch.compile`` (CUDA graphs, ``mode="reduce-overhead"``, at batch 1,024 or less);
   - linear scaling only: the fast path with the peak rate from the first step and no decay (what
@@ -23,9 +24,10 @@ Run ``make bench`` (or ``.venv/bin/python scripts/bench.py``) on whatever device
   each epoch, and the **time to accuracy**: the training seconds until the fast path first
   reaches the seed pipeline's final test accuracy of the same run, checked after each epoch;
 - **the ladder**: one step at a time from the seed pipeline to the fast path (DataLoader
-  workers with pinned memory and non-blocking copies; the data on the device; the larger batch
-  with the recipe; channels_last; mixed precision; the fused optimizer; ``torch.compile``; CUDA
-  graphs; on CUDA also larger batches), each trained for a few epochs and timed, so that the
+  workers with pinned memory and non-blocking copies; the data on the device; batch 512 with the
+  recipe, as 06_performance; channels_last; mixed precision; the fused optimizer; ``torch.compile``;
+  CUDA graphs; on a CPU then the fast path's batch 128; on CUDA also larger batches), each
+  trained for a few epochs and timed, so that the
   report shows what each step buys on this device; a step the device cannot take is listed as
   skipped, with the reason;
 - a training loop timed with and without waiting for the device, and images per second of a
@@ -87,7 +89,13 @@ from helpers.timing import (
 from helpers.train import evaluate
 
 SEED = 0
-FAST_BATCH = 512
+FAST_BATCH = 512  # on a GPU; on a CPU CPU_FAST_BATCH
+# On a CPU a step has no fixed cost to spread over a larger batch (06's section 2: the recorded CPU
+# sweep fits none) and Tudui's time per image grows with the batch, so the fast path keeps a small
+# one: in the 2-core CPU's ladder (results/bench-cpu-amd-epyc.json) the fast path's settings ran at
+# 4,038 images/s at batch 512 and 4,485 at batch 128.
+CPU_FAST_BATCH = 128
+LADDER_BATCH = 512  # the ladder's larger batch on every device, as 06_performance's step
 FAST_EPOCHS = 30  # 3x the seed's: at batch 512 the recipe needed 15 of them to reach its accuracy (README)
 PATHS = list(PATH_NAMES)  # seed_pipeline, fast_path, linear_scaling_only
 WARMUP_STEPS = 3  # per batch shape: CUDA graphs warm up, then record, then replay
@@ -114,6 +122,11 @@ def device_name(device: torch.device) -> str:
         name = capabilities().get("cpu_name") if capabilities else None
         return str(name or platform.processor() or platform.machine())
     return str(device)
+
+
+def fast_batch_for(device: torch.device) -> int:
+    """The fast path's batch by default: ``FAST_BATCH`` (512), on a CPU ``CPU_FAST_BATCH`` (128)."""
+    return CPU_FAST_BATCH if device.type == "cpu" else FAST_BATCH
 
 
 def compile_mode_for(device: torch.device, batch_size: int, asked: str) -> str | None:
@@ -162,19 +175,18 @@ def settings_for(device: torch.device, args: argparse.Namespace) -> dict:
         )
     if repeats < 1:
         raise SystemExit("--repeats must be 1 or more")
-    if args.fast_batch < 1 or any(b < 1 for b in args.ladder_batches or []):
+    fast_batch = args.fast_batch if args.fast_batch is not None else fast_batch_for(device)
+    if fast_batch < 1 or any(b < 1 for b in args.ladder_batches or []):
         raise SystemExit("--fast-batch and --ladder-batches take positive batch sizes")
     precision = choose_precision(device)
     fast = {
         "loader": "device",
-        "batch_size": args.fast_batch,
+        "batch_size": fast_batch,
         "recipe": "schedule",
         "channels_last": not args.no_channels_last,
         "precision": "float32" if args.float32 else _precision_key(precision),
         "fused": not args.no_fused,
-        "compile": compile_mode_for(
-            device, args.fast_batch, "none" if args.no_compile else args.compile_mode
-        ),
+        "compile": compile_mode_for(device, fast_batch, "none" if args.no_compile else args.compile_mode),
     }
     if args.ladder_batches is None:
         ladder_batches = [2048, 8192] if device.type == "cuda" and not args.quick else []
@@ -495,8 +507,8 @@ def ladder_steps(device: torch.device, settings: dict) -> list[dict]:
     add("workers", f"+ {workers} DataLoader worker{'s' if workers > 1 else ''}{extra}", config)
     config = {**config, "loader": "device"}
     add("device", "+ data held on the device", config)
-    config = {**config, "batch_size": fast["batch_size"], "recipe": "schedule"}
-    add("large_batch", f"+ batch {fast['batch_size']} with the recipe", config)
+    config = {**config, "batch_size": LADDER_BATCH, "recipe": "schedule"}
+    add("large_batch", f"+ batch {LADDER_BATCH} with the recipe", config)
     if fast["channels_last"]:
         config = {**config, "channels_last": True}
         add("channels_last", "+ channels_last", config)
@@ -531,6 +543,9 @@ def ladder_steps(device: torch.device, settings: dict) -> list[dict]:
         why = "GPU only: on a CPU it needs a C++ compiler and a long first compile (--compile-mode tries it)"
         add("compile", "+ torch.compile", skipped=why)
         add("cuda_graphs", "+ CUDA graphs (compile mode='reduce-overhead')", skipped="CUDA only")
+    if fast["batch_size"] != LADDER_BATCH:  # on a CPU: back to a smaller batch, the fast path's
+        config = {**config, "batch_size": fast["batch_size"], "compile": fast["compile"]}
+        add("fast_batch", f"+ batch {fast['batch_size']} with the recipe (this device's fast path)", config)
     # Larger batches, for their throughput: at the fast path's peak rate, which the rule would exceed
     # (on the CPU, 50,000 images, bf16, batch 2,048 diverged at the rule's lr 0.32 after a warm-up).
     cap = _peak(fast["batch_size"], settings["recipe"])
@@ -800,6 +815,7 @@ def plot(result: dict, png_path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     fig, axes = plt.subplots(2, 2, figsize=(15, 10))
     colours = {"seed_pipeline": "tab:gray", "fast_path": "tab:green", "linear_scaling_only": "tab:orange"}
@@ -876,6 +892,7 @@ def plot(result: dict, png_path: Path) -> None:
         if target is not None:
             ax.axhline(target, color="tab:gray", linestyle=":", linewidth=1)
     ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # labels at 1, 10, 100 s only
     ax.set(xlabel="training seconds (testing left out)", ylabel="test accuracy after each epoch")
     ax.set_title("time to accuracy (dotted: each run's seed pipeline at the end)", fontsize=11)
     ax.legend(fontsize=10)
@@ -929,7 +946,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ladder-epochs", type=int, help="epochs per ladder step (default 3, quick 2)")
     parser.add_argument("--device", help="device to measure (default: the best available, see pick_device)")
     parser.add_argument(
-        "--fast-batch", type=int, default=FAST_BATCH, help="the fast path's batch (default 512)"
+        "--fast-batch",
+        type=int,
+        default=None,
+        help=f"the fast path's batch (default {FAST_BATCH}, on a CPU {CPU_FAST_BATCH})",
     )
     parser.add_argument(
         "--ladder-batches",
@@ -1011,7 +1031,9 @@ def run(argv: list[str] | None = None) -> dict:
     demo = None
     if "demo" not in settings["skip"]:
         print("Timing a training loop with and without waiting for the device:", flush=True)
-        demo = timing_demo(device, steps=5 if args.quick else 20, batch_size=64 if args.quick else FAST_BATCH)
+        demo = timing_demo(
+            device, steps=5 if args.quick else 20, batch_size=64 if args.quick else LADDER_BATCH
+        )
         print(f"  {json.dumps(demo)}")
     rows = []
     if "sweep" not in settings["skip"]:

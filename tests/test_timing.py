@@ -241,7 +241,8 @@ def test_every_run_records_its_epochs_its_throughput_and_its_accuracy(cpu_run):
         fast, seed = run["fast_path"], run["seed_pipeline"]
         assert run["ratio"] == pytest.approx(fast["images_per_second"] / seed["images_per_second"])
     assert (
-        "0.08" in result["runs"][0]["fast_path"]["lr"] and "warm-up" in result["runs"][0]["fast_path"]["lr"]
+        "lr 0.02 = 0.01 x 128/64" in result["runs"][0]["fast_path"]["lr"]  # a CPU's fast batch, 128
+        and "warm-up" in result["runs"][0]["fast_path"]["lr"]
     )
     assert "no warm-up" in result["runs"][0]["linear_scaling_only"]["lr"]
 
@@ -269,7 +270,10 @@ def test_time_to_accuracy_comes_from_the_per_epoch_records(cpu_run):
 def test_the_ladder_measures_each_step_or_says_why_not(cpu_run):
     _, stdout, result = cpu_run
     ladder = result["ladder"]
-    assert [rung["key"] for rung in ladder] == [*LADDER, "compile", "cuda_graphs"]  # in this order
+    # in this order; on a CPU the fast path's smaller batch (128) comes last, after 06's batch 512
+    assert [rung["key"] for rung in ladder] == [*LADDER, "compile", "cuda_graphs", "fast_batch"]
+    sizes = [rung["config"]["batch_size"] for rung in ladder if rung["config"]]  # the measured rungs
+    assert sizes[:3] == [64] * 3 and set(sizes[3:-1]) == {512} and sizes[-1] == 128
     measured = [rung for rung in ladder if not rung["skipped"]]
     assert [r["key"] for r in measured][:5] == LADDER[:5]  # none of these can be skipped
     for before, rung in zip(measured, measured[1:], strict=False):
@@ -278,7 +282,7 @@ def test_the_ladder_measures_each_step_or_says_why_not(cpu_run):
         )
     assert measured[0]["speedup_seed"] is None or measured[0]["speedup_seed"] == 1
     assert all(r["images_per_second"] > 0 and r["warmup_seconds"] > 0 for r in measured)
-    assert {r["key"]: r["skipped"] for r in ladder[-2:]} == {
+    assert {r["key"]: r["skipped"] for r in ladder[-3:-1]} == {
         "compile": "GPU only: on a CPU it needs a C++ compiler and a long first compile "
         "(--compile-mode tries it)",
         "cuda_graphs": "CUDA only",
@@ -306,7 +310,7 @@ def test_the_report_shows_every_run_and_the_targets(cpu_run):
                 in line
             )
         assert f"{run['ratio']:.2f}x" in line
-    assert "recipe check: batch 512, 2 epochs, against the seed pipeline's" in text
+    assert "recipe check: batch 128, 2 epochs, against the seed pipeline's" in text
     check = result["recipe_check"]
     for path in ("fast_path", "linear_scaling_only"):
         assert check[path]["final"] == [run[path]["test_accuracy"] for run in result["runs"]]
@@ -605,7 +609,9 @@ def test_fit_step_time_weighs_every_batch_by_its_relative_miss():
 def test_fit_step_time_never_returns_a_negative_cost():
     # time per image falling with the batch (caches) would give a negative fixed cost: it is 0 instead
     sizes = [16, 64, 256, 1024]
-    fit = fit_step_time(sizes, [0.0104, 0.0324, 0.168, 0.766])  # the 2-core CPU's recorded Tudui sweep
+    fit = fit_step_time(
+        sizes, [0.0104, 0.0324, 0.168, 0.766]
+    )  # an earlier bench's Tudui sweep on the 2-core CPU
     assert fit.fixed_seconds == 0 and fit.seconds_per_image > 0 and fit.fixed_share(16) == 0
     flat = fit_step_time(sizes, [0.0015, 0.0014, 0.0014, 0.0012])  # time per step falling: no cost per image
     assert flat.seconds_per_image == 0 and flat.fixed_seconds > 0 and flat.batch_at_half() == float("inf")
@@ -632,3 +638,25 @@ def test_the_recorded_h100_sweep_is_bound_by_launches_at_the_seed_batch():
 def test_fit_step_time_says_what_is_wrong(sizes, times, words):
     with pytest.raises((ValueError, TypeError), match=re.escape(words)):
         fit_step_time(sizes, times)
+
+
+def test_the_texts_quote_the_committed_cpu_bench():
+    # 06-19a and the README quote make bench's CPU run in results/: after a new run, update them
+    result = json.loads((ROOT / "results" / "bench-cpu-amd-epyc.json").read_text())
+    ladder = {rung["key"]: rung["images_per_second"] for rung in result["ladder"] if not rung["skipped"]}
+    notebook = json.loads((ROOT / "notebooks" / "06_performance.ipynb").read_text())
+    text = "".join(next(c for c in notebook["cells"] if c.get("id") == "06-19a")["source"])
+    assert f"{ladder['workers']:,.0f} images/s against {ladder['seed']:,.0f} without" in " ".join(
+        text.split()
+    )
+    readme = (ROOT / "README.md").read_text()
+    first = result["runs"][0]
+    row = (
+        f"| 1 | {first['seed_pipeline']['images_per_second']:,.0f} images/s, "
+        f"{first['seed_pipeline']['test_accuracy']:.1%} | {first['fast_path']['images_per_second']:,.0f} "
+        f"images/s, {first['fast_path']['test_accuracy']:.1%} | "
+        f"{first['linear_scaling_only']['images_per_second']:,.0f} images/s, "
+        f"{first['linear_scaling_only']['test_accuracy']:.1%} | {first['ratio']:.2f}x |"
+    )
+    assert row in readme
+    assert f"fast path at batch {result['settings']['fast_config']['batch_size']}" in readme
