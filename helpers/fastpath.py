@@ -574,7 +574,7 @@ def train_epoch(
         inputs = inputs.to(device, non_blocking=non_blocking)
         targets = targets.to(device, non_blocking=non_blocking)
         outputs = model(inputs)
-        right = (outputs.argmax(dim=1) == targets).sum()  # before backward: a CUDA graph reuses outputs
+        right = (outputs.argmax(dim=1) == targets).sum()  # now: the next forward overwrites graph outputs
         loss = loss_fn(outputs, targets)
         optimizer.zero_grad(set_to_none=True)
         if scaler is None:
