@@ -750,6 +750,12 @@ def _pct(values: list[float | None]) -> str:
 SEED_LEARNED_ABOVE = 0.15  # test accuracy; below it the seed pipeline has not learned (chance: 0.10)
 
 
+def _threshold(goal: float, value: float | None, text: str, *, at_most: bool = False) -> dict:
+    """One numeric target: met when ``value`` is measured and on the right side of ``goal``."""
+    met = value is not None and (value <= goal if at_most else value >= goal)
+    return {"target": goal, "measured": value, "met": met, "text": text}
+
+
 def judge_targets(device: torch.device, runs: list[dict], failures: list[dict]) -> dict:
     target = TARGETS.get(device.type, {})
     checks = {"judged_on": "speed: the first run (every run beside it); accuracy: every run"}
@@ -759,21 +765,15 @@ def judge_targets(device: torch.device, runs: list[dict], failures: list[dict]) 
     if "fast_images_per_second_at_least" in target:
         goal = target["fast_images_per_second_at_least"]
         value = first["fast_path"]["images_per_second"]
-        checks["fast_images_per_second"] = {
-            "target": goal,
-            "measured": value,
-            "met": value is not None and value >= goal,
-            "text": f"fast path >= {goal:,} images/s ({_fmt(value, ',.0f')})",
-        }
+        checks["fast_images_per_second"] = _threshold(
+            goal, value, f"fast path >= {goal:,} images/s ({_fmt(value, ',.0f')})"
+        )
     if "ratio_at_least" in target:
         goal = target["ratio_at_least"]
         value = first["ratio"]
-        checks["ratio"] = {
-            "target": goal,
-            "measured": value,
-            "met": value is not None and value >= goal,
-            "text": f"fast path >= {goal:g}x the seed pipeline ({_fmt(value, '.2f')}x)",
-        }
+        checks["ratio"] = _threshold(
+            goal, value, f"fast path >= {goal:g}x the seed pipeline ({_fmt(value, '.2f')}x)"
+        )
     if target.get("every_fast_run_reaches_seed_accuracy"):
         reached = [r["time_to_accuracy"]["seconds"] is not None for r in runs]
         fast_failures = [f for f in failures if f.get("path") == "fast_path"]
@@ -797,12 +797,9 @@ def judge_targets(device: torch.device, runs: list[dict], failures: list[dict]) 
     if "time_to_accuracy_at_most_seconds" in target:
         goal = target["time_to_accuracy_at_most_seconds"]
         value = first["time_to_accuracy"]["seconds"]
-        checks["time_to_accuracy"] = {
-            "target": goal,
-            "measured": value,
-            "met": value is not None and value <= goal,
-            "text": f"time to the seed's accuracy <= {goal:g} s ({_fmt(value, '.2f')} s)",
-        }
+        checks["time_to_accuracy"] = _threshold(
+            goal, value, f"time to the seed's accuracy <= {goal:g} s ({_fmt(value, '.2f')} s)", at_most=True
+        )
     return checks
 
 
