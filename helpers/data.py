@@ -721,25 +721,28 @@ def training_budget(
     return Budget(None, None, gpu_epochs, f"the full dataset on {device}")
 
 
-def loader_workers(device: torch.device | str) -> int:
+def loader_workers(device: torch.device | str, *, processes: int = 1) -> int:
     """How many worker processes a ``DataLoader`` feeding ``device`` should have (``num_workers``).
 
     On a CUDA GPU the training process mostly launches kernels and waits, while a loader without
     workers builds every batch in that same process, one sample at a time (a PIL image, then
     ``ToTensor``), and the GPU waits for it. Workers build the next batches meanwhile: one per
     core, leaving one core to the training process, at most 4 (enough to keep up with the small
-    networks of this course; each one more costs memory and start-up time). On a CPU the answer is
-    0, since there a worker takes cores from the training itself (``06_performance`` measures it);
-    on other devices 0 as well, until measured there. Introduced in ``01_cuda_method``.
+    networks of this course; each one more costs memory and start-up time). ``processes`` training
+    processes on this machine (``DistributedDataParallel``'s one per GPU, ``05``) share its cores:
+    each gets its share, less one for itself, and at least one worker. On a CPU the answer is 0,
+    since there a worker takes cores from the training itself (``06_performance`` measures it); on
+    other devices 0 as well, until measured there. Introduced in ``01_cuda_method``.
     """
     device = as_device(device, name="device", caller="loader_workers")
+    processes = _args.integer(processes, "processes", "loader_workers", minimum=1)
     if device.type != "cuda":
         return 0
     try:
         cores = len(os.sched_getaffinity(0))  # the cores this process may use (a container's share)
     except AttributeError:  # macOS, Windows
         cores = os.cpu_count() or 1
-    return max(1, min(4, cores - 1))
+    return max(1, min(4, cores // processes - 1))
 
 
 def _is_stand_in(dataset: Any) -> bool:

@@ -301,8 +301,15 @@ def test_loader_workers_only_where_a_gpu_waits_for_the_loader(monkeypatch):
     for cores, workers in ((1, 1), (2, 1), (3, 2), (16, 4), (128, 4)):
         monkeypatch.setattr("os.sched_getaffinity", lambda pid, n=cores: set(range(n)), raising=False)
         assert loader_workers("cuda:0") == workers, cores
+    # processes sharing the machine (DDP: one per GPU) share its cores, at least one worker each
+    for cores, processes, workers in ((16, 1, 4), (16, 2, 4), (16, 4, 3), (16, 8, 1), (8, 8, 1), (4, 8, 1)):
+        monkeypatch.setattr("os.sched_getaffinity", lambda pid, n=cores: set(range(n)), raising=False)
+        assert loader_workers("cuda:0", processes=processes) == workers, (cores, processes)
+    assert loader_workers("cpu", processes=2) == 0
     with pytest.raises(TypeError, match="loader_workers"):
         loader_workers(4)
+    with pytest.raises(ValueError, match="loader_workers: processes must be 1 or more"):
+        loader_workers("cuda:0", processes=0)
 
 
 def test_workers_serve_the_stand_in_as_the_training_process_does():

@@ -20,6 +20,7 @@ from torchvision import transforms
 from helpers.checkpoint import load_checkpoint
 from helpers.data import load_cifar10
 from helpers.ddp import BASE_BATCH, BASE_LR, MODELS, _say, choose_backend, launch, scaled_lr
+from helpers.ddp import main as ddp_main
 
 
 def torchrun(*args, nproc=2, launch_args=("--standalone",), **extra_env):
@@ -55,6 +56,28 @@ def test_two_gloo_processes_train_and_end_with_identical_weights(tmp_path):
     # each rank's random state, for an exact resume under DDP
     saved = torch.load(tmp_path / "ddp.pt", weights_only=True)["rng_per_rank"]
     assert isinstance(saved, list) and len(saved) == 2
+
+
+def test_loader_workers_change_nothing_the_ranks_learn(tmp_path):
+    # on GPUs each rank's DataLoader has worker processes (helpers.data.loader_workers); the
+    # DistributedSampler's order and the transform are the same, so the weights must be too
+    weights = {}
+    for workers in (0, 2):
+        out = torchrun(
+            "--epochs", 2, "--train-size", 256, "--test-size", 64, "--batch-size", 32, "--max-steps", 3,
+            "--min-accuracy", 0, "--workers", workers, "--out", tmp_path / f"w{workers}.pt",
+            "--dump-weights", tmp_path / f"w{workers}",
+        )  # fmt: skip
+        assert f"{workers} loader worker(s) per process" in out
+        weights[workers] = torch.load(tmp_path / f"w{workers}" / "rank1.pt", weights_only=True)
+    assert all(torch.equal(weights[0][key], weights[2][key]) for key in weights[0])
+
+
+def test_a_negative_number_of_workers_is_refused_before_anything_starts(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        ddp_main(["--workers", "-1"])
+    assert stopped.value.code == 2
+    assert "--workers must be 0 or more (0: no worker processes), got -1" in capsys.readouterr().err
 
 
 def _first_batch_step(batch, seed=0, lr=None, size=256):

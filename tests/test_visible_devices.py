@@ -16,7 +16,7 @@ import pytest
 import torch
 from conftest import requires_cuda
 
-from helpers.devices import gpus_in_fresh_process
+from helpers.devices import gpus_in_fresh_process, gpus_in_fresh_processes
 
 HIDE_ALL = {"CUDA_VISIBLE_DEVICES": ""}
 
@@ -118,3 +118,38 @@ def test_bad_variables_are_refused_with_an_example():
         gpus_in_fresh_process(env={"CUDA_VISIBLE_DEVICES": 1})
     with pytest.raises(ValueError, match="CUDA_VISIBLE_DEVICES"):
         gpus_in_fresh_process(set_in_code={"A=B": "1"})
+
+
+def test_the_fresh_processes_of_several_cases_run_at_once_and_agree_with_one_at_a_time(clean_env):
+    cases = {
+        "hidden in the shell": {"env": HIDE_ALL},
+        "nothing set": {},
+        "hidden too late": {"set_in_code": HIDE_ALL, "after_is_available": True},
+    }
+    together = gpus_in_fresh_processes(cases)
+    assert list(together) == list(cases)  # the names, in the order given
+    assert together == {name: gpus_in_fresh_process(**how) for name, how in cases.items()}
+    assert together["hidden in the shell"].usable == 0
+
+
+@pytest.mark.parametrize(
+    "cases, words",
+    [
+        ({}, "cases must be a non-empty dict"),
+        ([("a", {})], "cases must be a non-empty dict"),
+        ({"a": {}, "b": "nothing"}, "case 'b' must be a dict with some of env, set_in_code"),
+        ({"a": {"envs": HIDE_ALL}}, "case 'a' has ['envs']; the options are env, set_in_code"),
+    ],
+)
+def test_fresh_process_cases_are_checked_before_any_process_starts(cases, words):
+    with pytest.raises(TypeError) as refused:
+        gpus_in_fresh_processes(cases)
+    assert words in str(refused.value)
+
+
+def test_a_bad_variable_in_any_case_stops_them_all_before_they_start(monkeypatch):
+    started = []
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: started.append(a))
+    with pytest.raises(ValueError, match="name/value strings"):
+        gpus_in_fresh_processes({"fine": {}, "bad": {"set_in_code": {"CUDA_VISIBLE_DEVICES": 0}}})
+    assert started == []
