@@ -439,7 +439,7 @@ LOSS_LIMIT = 2 * math.log(10)  # twice the loss of a uniform guess over ten clas
 PATH_NAMES = {
     "seed_pipeline": "seed pipeline",
     "fast_path": "fast path",
-    "linear_scaling_only": "linear scaling only",
+    "linear_scaling_only": "no warm-up or decay",  # the key: what it was for SGD, linear scaling only
 }
 
 

@@ -2,8 +2,8 @@
 
 ``python scripts/large_batch.py`` trains ``Tudui`` on the training set (all of it by default) with the
 fast path's loop (``helpers.fastpath.train_epoch``: the data on the device, ``channels_last``, the
-mixed precision ``choose_precision`` picks, SGD without momentum as the seed's), once per
-configuration, and records after every epoch the test accuracy and the training loss, and whether
+mixed precision ``choose_precision`` picks, SGD without momentum as the seed's, or Adam), once per
+configuration and seed, and records after every epoch the test accuracy and the training loss, and whether
 the run diverged (a NaN or infinite loss or weights). Configurations are ``KIND@BATCH``:
 
 - ``plain@512``: linear scaling only: the rule's rate (0.01 x 512/64 = 0.08) from the first step,
@@ -11,12 +11,16 @@ the run diverged (a NaN or infinite loss or weights). Configurations are ``KIND@
 - ``recipe@512``: ``LargeBatchSchedule``: the same peak after a one-epoch warm-up, then a decay
   (``--decay``, cosine by default) to 0;
 - ``recipe@2048``, ``recipe@8192``: the recipe at the batches the H100 probe found fastest (the rule
-  gives lr 0.32 and 1.28).
+  gives lr 0.32 and 1.28);
+- ``adam@2048``, ``adam@8192``: Adam with the same warm-up and decay, its peak rate scaled by the
+  square root of the batch from 0.001 at batch 128 (``ADAM_BASE_LR``): 0.004 and 0.008.
 
 The seed pipeline's accuracy to compare with is read from ``results/data-calibration.json`` (seed
 000's recipe, batch 64, lr 0.01, 10 epochs on the whole stand-in, measured by
 ``scripts/calibrate_data.py``). Writes ``results/large-batch-<device>.json`` (``-quick`` for
-``--quick``). On a 2-core CPU the default run takes about 15 minutes; on a GPU, seconds.
+``--quick``, ``-NAME`` for ``--name NAME``). ``--seeds 0,1,2`` trains each configuration once per
+seed (initial weights and shuffling). On a 2-core CPU the default run takes about 15 minutes; on a
+GPU, seconds.
 """
 
 from __future__ import annotations
@@ -36,9 +40,12 @@ from torch import nn
 from helpers.data import STAND_IN_VERSION, SyntheticCIFAR10, load_cifar10
 from helpers.devices import pick_device
 from helpers.fastpath import (
+    ADAM_BASE_BATCH_SIZE,
+    ADAM_BASE_LR,
     Autocast,
     DeviceLoader,
     LargeBatchSchedule,
+    adam,
     choose_precision,
     dataset_tensors,
     grad_scaler,
@@ -54,8 +61,10 @@ DEFAULT_CONFIGS = "plain@512,recipe@512,recipe@2048,recipe@8192"
 
 def parse_config(text: str) -> tuple[str, int]:
     kind, _, batch = text.partition("@")
-    if kind not in ("plain", "recipe") or not batch.isdigit() or int(batch) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: a configuration is plain@BATCH or recipe@BATCH")
+    if kind not in ("plain", "recipe", "adam") or not batch.isdigit() or int(batch) < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a configuration is plain@BATCH, recipe@BATCH or adam@BATCH, e.g. adam@2048"
+        )
     return kind, int(batch)
 
 
@@ -80,31 +89,43 @@ def seed_reference(root: Path) -> dict | None:
     }
 
 
-def train(kind, batch, data, device, args, precision) -> dict:
-    torch.manual_seed(args.seed)
+def train(kind, batch, data, device, args, precision, seed) -> dict:
+    torch.manual_seed(seed)
     model = Tudui().to(device, memory_format=torch.channels_last)
     x, y = data["train"]
     loader = DeviceLoader(
-        x, y, batch_size=batch, shuffle=True, generator=torch.Generator(device).manual_seed(args.seed)
+        x, y, batch_size=batch, shuffle=True, generator=torch.Generator(device).manual_seed(seed)
     )
     if kind == "plain":
         schedule = LargeBatchSchedule(batch, len(loader), args.epochs, warmup_epochs=0, decay="none")
-    else:
+    elif kind == "recipe":
         schedule = LargeBatchSchedule(batch, len(loader), args.epochs, decay=args.decay)
-    optimizer, optimizer_kind = sgd(model.parameters(), schedule.lr_at(0), fused=True)
+    else:
+        schedule = LargeBatchSchedule(
+            batch,
+            len(loader),
+            args.epochs,
+            base_batch_size=ADAM_BASE_BATCH_SIZE,
+            base_lr=ADAM_BASE_LR,
+            scaling="sqrt",
+            decay=args.decay,
+        )
+    build = adam if kind == "adam" else sgd
+    optimizer, optimizer_kind = build(model.parameters(), schedule.lr_at(0), fused=True)
     net = model if precision.dtype is None else Autocast(model, precision.dtype)
     scaler = grad_scaler(device) if precision.scaler else None
     record = {
         "config": f"{kind}@{batch}",
+        "seed": seed,
         "schedule": schedule.describe(),
-        "optimizer": optimizer_kind,
+        "optimizer": f"{'Adam' if kind == 'adam' else 'SGD'}, {optimizer_kind}",
         "status": "ok",
         "error": None,
         "epoch_seconds": [],
         "epoch_train_loss": [],
         "epoch_test_accuracy": [],
     }
-    print(f"{kind}@{batch}: {schedule.describe()}", flush=True)
+    print(f"{kind}@{batch}, seed {seed}: {schedule.describe()}", flush=True)
     for epoch in range(args.epochs):
         try:
             with Stopwatch(device) as watch:
@@ -143,7 +164,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-size", type=int, help="training images (default all)")
     parser.add_argument("--test-size", type=int, help="test images (default all)")
     parser.add_argument("--decay", choices=("cosine", "linear", "none"), default="cosine")
-    parser.add_argument("--seed", type=int, default=0, help="initial weights and shuffling")
+    parser.add_argument(
+        "--seeds",
+        type=lambda text: [int(seed) for seed in text.split(",") if seed],
+        default=[0],
+        help="initial weights and shuffling: one run of each configuration per seed (default 0)",
+    )
+    parser.add_argument("--name", default="", help="added to the result's file name: large-batch-NAME-...")
     parser.add_argument("--device", help="default: the best available")
     parser.add_argument("--quick", action="store_true", help="name the result -quick (for tests)")
     parser.add_argument("--out", type=Path, default=None, help="folder for the result (default results/)")
@@ -160,7 +187,11 @@ def main(argv: list[str] | None = None) -> int:
         "test": DeviceLoader(*dataset_tensors(testset, device), batch_size=1000),
     }
     print(f"Tudui on {len(trainset):,} training images, {precision.name} ({precision.why})", flush=True)
-    runs = [train(kind, batch, data, device, args, precision) for kind, batch in configs]
+    runs = [
+        train(kind, batch, data, device, args, precision, seed)
+        for kind, batch in configs
+        for seed in args.seeds
+    ]
     out = args.out if args.out is not None else results_dir()
     out.mkdir(parents=True, exist_ok=True)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.machine()
@@ -183,11 +214,11 @@ def main(argv: list[str] | None = None) -> int:
             "data": "synthetic stand-in" if isinstance(trainset, SyntheticCIFAR10) else "CIFAR-10",
             "stand_in": STAND_IN_VERSION if isinstance(trainset, SyntheticCIFAR10) else None,
             "epochs": args.epochs,
-            "seed": args.seed,
+            "seeds": args.seeds,
             "decay": args.decay,
             "precision": precision.name,
             "memory_format": "channels_last",
-            "optimizer": "SGD without momentum",
+            "optimizer": "SGD without momentum (plain, recipe); Adam (adam)",
         },
         "seed_pipeline_reference": seed_reference(results_dir()),
         "runs": runs,
@@ -195,7 +226,10 @@ def main(argv: list[str] | None = None) -> int:
         "wall_seconds": time.perf_counter() - began,
     }
     path = out / (
-        result_stem(device.type, name, quick=args.quick).replace("bench-", "large-batch-", 1) + ".json"
+        result_stem(device.type, name, quick=args.quick).replace(
+            "bench-", f"large-batch-{args.name}-" if args.name else "large-batch-", 1
+        )
+        + ".json"
     )
     path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     reference = result["seed_pipeline_reference"]
@@ -207,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     for run in runs:
         last = run["epoch_test_accuracy"][-1] if run["epoch_test_accuracy"] else None
         print(
-            f"{run['config']}: "
+            f"{run['config']} (seed {run['seed']}): "
             + (f"NON-FINITE at {run['error'].split(':')[0]}" if run["status"] != "ok" else "finite")
             + (f", last test accuracy {last:.1%}" if last is not None else "")
         )

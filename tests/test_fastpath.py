@@ -12,10 +12,13 @@ from torchvision import transforms
 
 from helpers.data import SyntheticCIFAR10
 from helpers.fastpath import (
+    ADAM_BASE_BATCH_SIZE,
+    ADAM_BASE_LR,
     Autocast,
     DeviceLoader,
     LargeBatchSchedule,
     _precision_for,
+    adam,
     bf16_supported,
     choose_precision,
     dataset_tensors,
@@ -361,6 +364,20 @@ def test_the_schedules_other_shapes():
     assert short.warmup_steps == 4 and short.lr_at(3) < short.peak_lr  # all warm-up, never past the end
 
 
+def test_adams_schedule_scales_by_the_square_root_of_the_batch():
+    adam_recipe = {"base_batch_size": ADAM_BASE_BATCH_SIZE, "base_lr": ADAM_BASE_LR, "scaling": "sqrt"}
+    schedule = LargeBatchSchedule(batch_size=2048, steps_per_epoch=25, epochs=15, **adam_recipe)
+    assert (ADAM_BASE_BATCH_SIZE, ADAM_BASE_LR) == (128, 0.001)
+    assert schedule.peak_lr == pytest.approx(0.004)  # 0.001 x sqrt(2048 / 128) = 0.001 x 4
+    assert schedule.lr_at(0) == pytest.approx(0.001) and schedule.lr_at(25) == pytest.approx(0.004)
+    assert "lr 0.004 = 0.001 x sqrt(2048/128), a warm-up from 0.001 over 25 steps" in schedule.describe()
+    assert LargeBatchSchedule(8192, 7, 15, **adam_recipe).peak_lr == pytest.approx(0.008)
+    capped = LargeBatchSchedule(8192, 7, 15, max_lr=0.004, **adam_recipe)
+    assert capped.peak_lr == 0.004 and "max_lr; the rule gives 0.008" in capped.describe()
+    linear = LargeBatchSchedule(2048, 25, 15, base_batch_size=128, base_lr=0.001)
+    assert linear.peak_lr == pytest.approx(0.016)  # the default: linear, 16x
+
+
 def test_the_schedule_sets_the_rate_of_every_parameter_group():
     model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
     optimizer = torch.optim.SGD(
@@ -382,6 +399,7 @@ def test_the_schedule_sets_the_rate_of_every_parameter_group():
         ({"max_lr": float("nan")}, TypeError, "max_lr must be a finite number"),
         ({"final_lr": 1.0}, ValueError, "final_lr 1.0 is above the peak"),
         ({"warmup_epochs": -1}, ValueError, "warmup_epochs must be at least 0"),
+        ({"scaling": "log"}, ValueError, "scaling must be one of \\('linear', 'sqrt'\\) \\('linear' for SGD"),
     ],
 )
 def test_the_schedule_refuses_settings_that_make_no_sense(kwargs, error, words):
@@ -497,6 +515,18 @@ def test_train_epoch_stops_a_run_whose_loss_became_nan():
     optimizer, _ = sgd(model.parameters(), 1e12)  # one step throws the weights to infinity
     with pytest.raises(FloatingPointError, match="training diverged in this epoch .*steps 0 to 7"):
         train_epoch(model, DeviceLoader(x, y, batch_size=8), optimizer, "cpu")
+
+
+def test_fused_adam_is_used_where_torch_has_it_and_falls_back_where_not():
+    model = nn.Linear(2, 2)
+    optimizer, kind = adam(model.parameters(), 0.004, fused=True)
+    assert isinstance(optimizer, torch.optim.Adam) and optimizer.defaults["lr"] == 0.004
+    assert kind == "fused" and optimizer.defaults["fused"] is True  # on the CPU since torch 2.4
+    meta = nn.Linear(2, 2, device="meta")
+    optimizer, kind = adam(meta.parameters(), 0.004, fused=True)
+    assert kind.startswith("default (no fused Adam here") and not optimizer.defaults.get("fused")
+    optimizer, kind = adam(model.parameters(), 0.004)
+    assert kind == "default" and not optimizer.defaults.get("fused")
 
 
 def test_fused_sgd_is_used_where_torch_has_it_and_refused_clearly_where_not():
