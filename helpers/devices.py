@@ -420,6 +420,12 @@ class FreshProcessGPUs:
 
 
 def _check_variables(*groups: Mapping[str, str] | None) -> None:
+    for group in groups:
+        if group is not None and not isinstance(group, Mapping):
+            raise TypeError(
+                f"Environment variables are given as a dict of name/value strings, e.g. "
+                f"{{'CUDA_VISIBLE_DEVICES': '0,1'}}; got {type(group).__name__} {group!r}."
+            )
     for name, value in [item for group in groups for item in (group or {}).items()]:
         if not isinstance(name, str) or not isinstance(value, str) or not name or "=" in name:
             raise ValueError(

@@ -307,8 +307,8 @@ class LargeBatchSchedule:
       distance travelled per epoch about the same (Goyal et al. 2017, "Accurate, Large Minibatch
       SGD"). ``max_lr`` caps it;
     - **a linear warm-up** over the first ``warmup_epochs`` (default one epoch), from ``base_lr``
-      (the seed's rate) up to the peak: the rule is least safe in the first steps, when the
-      weights are random and the gradients change fast;
+      (the seed's rate, or Adam's base rate) up to the peak: the rule is least safe in the first
+      steps, when the weights are random and the gradients change fast;
     - **a decay** from the peak to ``final_lr``, reached at the end of the last step: ``"cosine"``
       (half a cosine), ``"linear"``, or ``"none"`` (stay at the peak). A constant large rate can
       also fail late, as the network sharpens: the first H100 bench (batch 512, lr 0.08 from step
@@ -317,7 +317,7 @@ class LargeBatchSchedule:
 
     ``lr_at(step)`` gives the rate of step ``step`` (from 0 to ``total_steps - 1``, counted over all
     epochs); ``apply(optimizer, step)`` sets it in every parameter group, before that step.
-    ``warmup_epochs=0, decay="none"`` is plain linear scaling, the peak from the first step.
+    ``warmup_epochs=0, decay="none"`` is the peak from the first step (for SGD: plain linear scaling).
 
     **Its limits.** The rule holds while a step of ``batch_size`` samples is still small against
     the curvature of the loss; beyond some batch size a *k* times larger step overshoots, and the

@@ -40,7 +40,8 @@ Run ``make bench`` (or ``.venv/bin/python scripts/bench.py``) on whatever device
 A run whose loss or weights became NaN or infinite, or which diverged (see
 ``helpers.timing.run_failure``), is a FAILURE: named in the JSON and the printed report, and the
 script exits with status 1, unless only the control's runs failed (they show what the recipe
-prevents). The targets of issue 12 are judged from this run's measurements and
+prevents) or the ladder's steps past the fast path's batch (timed for throughput, beyond where
+the recipe was measured). The targets of issue 12 are judged from this run's measurements and
 reported met or not met.
 
 Writes ``results/<name>.json`` and ``results/<name>.png``, the name made by
@@ -53,6 +54,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import os
 import platform
 import statistics
@@ -319,7 +321,7 @@ def recipe_for(config: dict, settings: dict) -> dict:
 
 def _peak(batch_size: int, recipe: dict, max_lr: float | None = None) -> float:
     factor = batch_size / recipe.get("base_batch_size", SEED_BATCH_SIZE)
-    scaled = recipe["base_lr"] * (factor**0.5 if recipe.get("scaling") == "sqrt" else factor)
+    scaled = recipe["base_lr"] * (math.sqrt(factor) if recipe.get("scaling") == "sqrt" else factor)
     caps = [c for c in (recipe["max_lr"], max_lr) if c is not None]
     return min([scaled, *caps])
 
@@ -600,6 +602,7 @@ def ladder_steps(device: torch.device, settings: dict) -> list[dict]:
         add("cuda_graphs", "+ CUDA graphs (compile mode='reduce-overhead')", skipped="CUDA only")
     if fast["batch_size"] != LADDER_BATCH or fast["optimizer"] != config["optimizer"]:
         # on a CPU back to a smaller batch; on a GPU on to a larger one, with Adam: the fast path's
+        before = config["compile"]
         config = {
             **config,
             "batch_size": fast["batch_size"],
@@ -607,7 +610,12 @@ def ladder_steps(device: torch.device, settings: dict) -> list[dict]:
             "optimizer": fast["optimizer"],
         }
         recipe = "Adam's recipe" if fast["optimizer"] == "adam" else "the recipe"
-        add("fast_batch", f"+ batch {fast['batch_size']} with {recipe} (this device's fast path)", config)
+        mode = f", compile mode={fast['compile']}" if fast["compile"] and fast["compile"] != before else ""
+        add(
+            "fast_batch",
+            f"+ batch {fast['batch_size']} with {recipe}{mode} (this device's fast path)",
+            config,
+        )
     # Larger batches, for their throughput: at the fast path's peak rate, which the rule would exceed
     # (on the CPU, 50,000 images, bf16: SGD diverged at batch 2,048, Adam failed to learn at 8,192).
     cap = _peak(fast["batch_size"], recipe_for(fast, settings))
@@ -615,7 +623,8 @@ def ladder_steps(device: torch.device, settings: dict) -> list[dict]:
         mode = compile_mode_for(device, batch, "auto")
         add(
             f"batch_{batch}",
-            f"batch {batch} (recipe, lr capped at {min(cap, _peak(batch, recipe_for(fast, settings))):g})"
+            f"batch {batch} ({'Adam' if fast['optimizer'] == 'adam' else 'SGD'}'s recipe, lr capped at "
+            f"{min(cap, _peak(batch, recipe_for(fast, settings))):g})"
             + (f", compile {mode}" if mode else ""),
             {**config, "batch_size": batch, "compile": mode, "max_lr": cap, "optimizer": fast["optimizer"]},
         )
@@ -759,7 +768,8 @@ def summarize(runs: list[dict]) -> dict:
 
 
 def recipe_check(runs: list[dict], settings: dict, failures: list[dict]) -> dict:
-    """Does the recipe keep the seed's accuracy at the large batch, and does plain linear scaling?"""
+    """Does the recipe keep the seed's accuracy at the fast path's batch, and does the control (no warm-up
+    or decay)?"""
     seed = [r["seed_pipeline"]["test_accuracy"] for r in runs]
     check = {
         "batch_size": settings["fast_config"]["batch_size"],
@@ -896,7 +906,7 @@ def plot(result: dict, png_path: Path) -> None:
                     va="center",
                     fontsize=10,
                 )
-    ax.set_xticks(range(len(PATHS)), ["seed pipeline", "fast path", "linear scaling\nonly"], fontsize=10)
+    ax.set_xticks(range(len(PATHS)), [PATH_NAMES[p].replace(" or ", "\nor ") for p in PATHS], fontsize=10)
     ax.set_xlim(-0.5, len(PATHS) - 0.3)
     ax.set_yscale("log")
     ax.set_ylabel("training images/s (dots: every run; ringed: run 1)")
@@ -1019,7 +1029,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--fast-base-lr",
         type=float,
         default=SEED_LR,
-        help="the batch-64 rate the linear scaling rule scales from (default the seed's 0.01)",
+        help="SGD's batch-64 rate, which its linear scaling rule scales from (default the seed's 0.01); "
+        "Adam's recipe scales from helpers.fastpath.ADAM_BASE_LR",
     )
     parser.add_argument(
         "--optimizer",
@@ -1027,7 +1038,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="auto",
         help=f"the fast path's optimizer (auto: SGD up to batch {SGD_BATCH_LIMIT}, Adam above)",
     )
-    parser.add_argument("--max-lr", type=float, help="cap the scaled rate (default: no cap)")
+    parser.add_argument(
+        "--max-lr", type=float, help="cap the scaled rate, SGD's and Adam's, in every path (default: no cap)"
+    )
     parser.add_argument("--warmup-epochs", type=float, default=1.0, help="the recipe's warm-up (default 1)")
     parser.add_argument(
         "--decay", choices=("cosine", "linear", "none"), default="cosine", help="the recipe's decay"
@@ -1146,19 +1159,26 @@ def run(argv: list[str] | None = None) -> dict:
             f"FAILED: {len(failing(result['failures']))} run(s) diverged or became non-finite (above): "
             "exit status 1"
         )
-    controls = len(result["failures"]) - len(failing(result["failures"]))
-    if controls:
+    exempt = [f["where"] for f in result["failures"] if f not in failing(result["failures"])]
+    if exempt:
         print(
-            f"the control (no warm-up or decay) failed in {controls} run(s) (above): that is what the "
-            "fast path's warm-up and decay prevent, not a failure of the bench"
+            f"also failed: {', '.join(exempt)} (above): the control shows what the fast path's warm-up and "
+            "decay prevent, and a ladder step past the fast path's batch goes beyond what its recipe was "
+            "measured for; neither fails the bench"
         )
     return result
 
 
 def failing(failures: list[dict]) -> list[dict]:
     """The failures that fail the bench: all but the control's (``linear_scaling_only``), whose failing
-    shows what the recipe prevents. Every failure is reported all the same."""
-    return [f for f in failures if f.get("path") != "linear_scaling_only"]
+    shows what the recipe prevents, and those of the ladder's steps past the fast path's batch
+    (``batch_<n>``, timed for their throughput at a batch the recipe was not measured to keep its
+    accuracy at). Every failure is reported all the same."""
+    return [
+        f
+        for f in failures
+        if f.get("path") != "linear_scaling_only" and not str(f.get("path", "")).startswith("batch_")
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,9 @@ the run diverged (a NaN or infinite loss or weights). Configurations are ``KIND@
 - ``recipe@2048``, ``recipe@8192``: the recipe at the batches the H100 probe found fastest (the rule
   gives lr 0.32 and 1.28);
 - ``adam@2048``, ``adam@8192``: Adam with the same warm-up and decay, its peak rate scaled by the
-  square root of the batch from 0.001 at batch 128 (``ADAM_BASE_LR``): 0.004 and 0.008.
+  square root of the batch from 0.001 at batch 128 (``ADAM_BASE_LR``): 0.004 and 0.008;
+- ``adamplain@2048``: Adam at that peak rate from the first step, constant (the bench's control
+  for Adam's recipe).
 
 The seed pipeline's accuracy to compare with is read from ``results/data-calibration.json`` (seed
 000's recipe, batch 64, lr 0.01, 10 epochs on the whole stand-in, measured by
@@ -57,15 +59,25 @@ from helpers.timing import Stopwatch, result_stem, results_dir
 from helpers.train import evaluate
 
 DEFAULT_CONFIGS = "plain@512,recipe@512,recipe@2048,recipe@8192"
+KINDS = ("plain", "recipe", "adam", "adamplain")
 
 
 def parse_config(text: str) -> tuple[str, int]:
     kind, _, batch = text.partition("@")
-    if kind not in ("plain", "recipe", "adam") or not batch.isdigit() or int(batch) < 1:
+    if kind not in KINDS or not batch.isdigit() or int(batch) < 1:
         raise argparse.ArgumentTypeError(
-            f"{text!r}: a configuration is plain@BATCH, recipe@BATCH or adam@BATCH, e.g. adam@2048"
+            f"{text!r}: a configuration is KIND@BATCH, KIND one of {', '.join(KINDS)}, e.g. adam@2048"
         )
     return kind, int(batch)
+
+
+def parse_seeds(text: str) -> list[int]:
+    seeds = [part.strip() for part in text.split(",") if part.strip()]
+    if not seeds or not all(seed.isdigit() for seed in seeds):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: --seeds takes whole numbers separated by commas, e.g. 0,1,2"
+        )
+    return [int(seed) for seed in seeds]
 
 
 def seed_reference(root: Path) -> dict | None:
@@ -100,7 +112,8 @@ def train(kind, batch, data, device, args, precision, seed) -> dict:
         schedule = LargeBatchSchedule(batch, len(loader), args.epochs, warmup_epochs=0, decay="none")
     elif kind == "recipe":
         schedule = LargeBatchSchedule(batch, len(loader), args.epochs, decay=args.decay)
-    else:
+    else:  # Adam: its recipe, or (adamplain) its peak rate from the first step, constant
+        shape = {"warmup_epochs": 0, "decay": "none"} if kind == "adamplain" else {"decay": args.decay}
         schedule = LargeBatchSchedule(
             batch,
             len(loader),
@@ -108,9 +121,9 @@ def train(kind, batch, data, device, args, precision, seed) -> dict:
             base_batch_size=ADAM_BASE_BATCH_SIZE,
             base_lr=ADAM_BASE_LR,
             scaling="sqrt",
-            decay=args.decay,
+            **shape,
         )
-    build = adam if kind == "adam" else sgd
+    build = adam if kind.startswith("adam") else sgd
     optimizer, optimizer_kind = build(model.parameters(), schedule.lr_at(0), fused=True)
     net = model if precision.dtype is None else Autocast(model, precision.dtype)
     scaler = grad_scaler(device) if precision.scaler else None
@@ -118,7 +131,7 @@ def train(kind, batch, data, device, args, precision, seed) -> dict:
         "config": f"{kind}@{batch}",
         "seed": seed,
         "schedule": schedule.describe(),
-        "optimizer": f"{'Adam' if kind == 'adam' else 'SGD'}, {optimizer_kind}",
+        "optimizer": f"{'Adam' if kind.startswith('adam') else 'SGD'}, {optimizer_kind}",
         "status": "ok",
         "error": None,
         "epoch_seconds": [],
@@ -166,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--decay", choices=("cosine", "linear", "none"), default="cosine")
     parser.add_argument(
         "--seeds",
-        type=lambda text: [int(seed) for seed in text.split(",") if seed],
+        type=parse_seeds,
         default=[0],
         help="initial weights and shuffling: one run of each configuration per seed (default 0)",
     )
@@ -218,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
             "decay": args.decay,
             "precision": precision.name,
             "memory_format": "channels_last",
-            "optimizer": "SGD without momentum (plain, recipe); Adam (adam)",
+            "optimizer": "SGD without momentum (plain, recipe); Adam (adam, adamplain)",
         },
         "seed_pipeline_reference": seed_reference(results_dir()),
         "runs": runs,

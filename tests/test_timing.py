@@ -370,7 +370,7 @@ def test_a_run_that_diverges_fails_the_bench_with_a_clear_line(tmp_path):
     for failure in result["failures"]:
         assert f"FAILURE: {failure['where']}: {failure['why']}" in done.stdout
     assert "FAILED: 1 run(s) diverged or became non-finite (above): exit status 1" in done.stdout
-    assert "the control (no warm-up or decay) failed in 1 run(s)" in done.stdout
+    assert "also failed: no warm-up or decay run 1 (above)" in done.stdout
     assert result["targets"]["accuracy"]["met"] is False
 
 
@@ -383,6 +383,7 @@ def test_a_failing_control_is_reported_but_does_not_fail_the_bench():
         {"where": "fast path run 1", "path": "fast_path"}
     ]
     assert bench.failing([{"where": "ladder step 'x'", "path": "fused"}])  # a ladder step fails it too
+    assert bench.failing([{"where": "ladder step 'batch 8192 ...'", "path": "batch_8192"}]) == []  # past it
 
 
 def test_time_to_accuracy_counts_whole_epochs_of_training():
@@ -521,6 +522,14 @@ def test_past_the_limit_the_bench_runs_adam_in_every_path_and_on_the_ladders_top
     assert "batch 1024 with Adam's recipe" in top["step"] and "fused Adam" in top["description"]
     # the rungs before it stay SGD's, 06's steps
     assert {r["config"]["optimizer"] for r in result["ladder"][:-1] if r["config"]} == {"sgd"}
+
+
+@pytest.mark.parametrize("seeds", ["x", ",", "0,-1"])
+def test_the_large_batch_script_refuses_seeds_it_cannot_use(seeds):
+    command = [sys.executable, str(ROOT / "scripts" / "large_batch.py"), "--seeds", seeds]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 2
+    assert "--seeds takes whole numbers separated by commas, e.g. 0,1,2" in done.stderr
 
 
 def _judge(seed_accuracy: float, reached: bool, failures: list[dict]) -> dict:
@@ -766,3 +775,24 @@ def test_the_texts_quote_the_committed_adam_runs():
         assert f"52.2% after epoch 6 ({reached}) and ended at {ended_2048}" in text
         assert f"rose to {peaks}" in text and f"ended at {ended_8192}" in text
         assert "below 14% for 6 epochs" in text
+
+
+def test_the_readme_quotes_the_committed_adam_control():
+    result = json.loads((ROOT / "results" / "large-batch-adam-control-cpu-amd-epyc.json").read_text())
+    target = result["seed_pipeline_reference"]["test_accuracy"]
+    runs = [run for run in result["runs"] if run["config"] == "adamplain@2048"]
+    assert [run["seed"] for run in runs] == [0, 1, 2] and all(run["status"] == "ok" for run in runs)
+    assert all("no warm-up, then constant" in run["schedule"] for run in runs)
+    accuracy = [run["epoch_test_accuracy"] for run in runs]
+    loss = [run["epoch_train_loss"] for run in runs]
+    reached = [next((e for e, a in enumerate(acc, 1) if a >= target), None) for acc in accuracy]
+    assert reached == [None, None, 10]
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    quoted = (
+        f"from {accuracy[0][6]:.1%} to {accuracy[0][7]:.1%} in epoch 8, "
+        f"training loss up to {max(loss[0]):.1f}; "
+        f"from {accuracy[1][10]:.1%} to {accuracy[1][11]:.1%} in epoch 12, loss up to {max(loss[1]):.1f}), "
+        f"ending at {accuracy[0][-1]:.1%} and {accuracy[1][-1]:.1%}; the third reached the seed pipeline's "
+        f"accuracy after epoch 10 and ended at {accuracy[2][-1]:.1%}"
+    )
+    assert quoted in readme

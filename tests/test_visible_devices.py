@@ -139,6 +139,7 @@ def test_the_fresh_processes_of_several_cases_run_at_once_and_agree_with_one_at_
         ([("a", {})], "cases must be a non-empty dict"),
         ({"a": {}, "b": "nothing"}, "case 'b' must be a dict with some of env, set_in_code"),
         ({"a": {"envs": HIDE_ALL}}, "case 'a' has ['envs']; the options are env, set_in_code"),
+        ({"a": {"env": "CUDA_VISIBLE_DEVICES="}}, "given as a dict of name/value strings"),
     ],
 )
 def test_fresh_process_cases_are_checked_before_any_process_starts(cases, words):
