@@ -54,7 +54,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import math
 import os
 import platform
 import statistics
@@ -320,10 +319,17 @@ def recipe_for(config: dict, settings: dict) -> dict:
 
 
 def _peak(batch_size: int, recipe: dict, max_lr: float | None = None) -> float:
-    factor = batch_size / recipe.get("base_batch_size", SEED_BATCH_SIZE)
-    scaled = recipe["base_lr"] * (math.sqrt(factor) if recipe.get("scaling") == "sqrt" else factor)
+    """The recipe's peak rate at this batch (its scaling rule, then the caps): ``LargeBatchSchedule``'s."""
     caps = [c for c in (recipe["max_lr"], max_lr) if c is not None]
-    return min([scaled, *caps])
+    return LargeBatchSchedule(
+        batch_size,
+        steps_per_epoch=1,
+        epochs=1,
+        base_batch_size=recipe.get("base_batch_size", SEED_BATCH_SIZE),
+        base_lr=recipe["base_lr"],
+        scaling=recipe.get("scaling", "linear"),
+        max_lr=min(caps) if caps else None,
+    ).peak_lr
 
 
 class Pipeline:
