@@ -758,6 +758,13 @@ def check_against_reference(
         )
     if where:
         lines.insert(0, f"recorded: make bench's ladder on {where}")
+    elif reference:
+        lines.insert(
+            0,
+            f"recorded: the make bench run on {reference['device'].get('name', '?')} of "
+            f"{str(reference.get('date', '?'))[:10]} has no ladder (an earlier bench): "
+            "nothing to compare with",
+        )
     else:
         lines.insert(0, "recorded: no make bench ladder for this kind of device yet")
     return lines, flags

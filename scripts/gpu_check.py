@@ -183,6 +183,7 @@ def part_tests(folder: Path, machine: dict, selection: list[str]) -> dict:
         "-p",
         "no:cacheprovider",
         "-rfEs",
+        "--durations=15",  # the slowest tests: what to split off when a command's time runs short
     ]
     print("$ " + " ".join(command[1:]), flush=True)
     start = time.perf_counter()
