@@ -7,14 +7,22 @@ Introduced in ``01_cuda_method``. Environment variables:
   ``cifar10`` insists on the real data (a clear error when it cannot be had); ``synthetic`` always
   uses the stand-in.
 - ``COURSE_DATA_DIR``: where datasets live (default: ``data/`` at the repository root).
+- ``COURSE_DATA_CACHE=0``: generate the synthetic stand-in afresh every time, instead of keeping the
+  images generated once in the data folder (``make_synthetic_cifar10``).
 - ``COURSE_QUICK=1``: shrink dataset sizes and epochs so that every notebook runs in seconds, on the
   same code paths (CI sets it).
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import math
 import os
+import re
+import shutil
+import threading
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -456,7 +464,88 @@ def _synthetic_chunk(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     return images, labels
 
 
-def make_synthetic_cifar10(n: int, *, train: bool = True, seed: int = 0) -> tuple[np.ndarray, list[int]]:
+_CACHE_FOLDER = "synthetic-cifar10"  # in data_dir(): one subfolder per version of the generator
+_FINGERPRINT = re.compile(r"[0-9a-f]{16}")
+
+
+def _cache_wanted() -> bool:
+    """Whether ``COURSE_DATA_CACHE`` lets the generated stand-in be kept on disk (default: yes)."""
+    value = os.environ.get("COURSE_DATA_CACHE", "").strip().lower()
+    if value in _TRUE or value == "":
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(
+        f"COURSE_DATA_CACHE={os.environ['COURSE_DATA_CACHE']!r} is not understood: set it to 0 to generate "
+        "the stand-in afresh every time, or 1 (or leave it unset) to keep it in the data folder."
+    )
+
+
+@functools.cache
+def _generator_fingerprint() -> str:
+    """Names this version of the generator: this file's text, and torch's version (its random streams)."""
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    digest.update(f"|torch {torch.__version__}|numpy {np.__version__}".encode())
+    return digest.hexdigest()[:16]
+
+
+def _cache_folder() -> Path | None:
+    """Where generated chunks are kept for this generator, or None (caching off, or no folder can be made).
+
+    Folders left by other versions of the generator are removed: their images are never read again.
+    """
+    if not _cache_wanted():
+        return None
+    root = data_dir() / _CACHE_FOLDER
+    folder = root / _generator_fingerprint()
+    if folder.is_dir():
+        return folder
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for old in root.iterdir():
+            if old != folder and old.is_dir() and _FINGERPRINT.fullmatch(old.name):
+                shutil.rmtree(old, ignore_errors=True)
+    except OSError:  # a read-only or full disk: generate without keeping anything
+        return None
+    return folder
+
+
+def _keep(path: Path, images: np.ndarray, labels: np.ndarray) -> None:
+    """Write one chunk atomically (several processes may write the same chunk at once); never raise."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.partial")
+    try:
+        with open(partial, "wb") as file:
+            np.savez(file, images=images, labels=labels)
+        os.replace(partial, path)
+    except OSError:
+        partial.unlink(missing_ok=True)
+
+
+def _chunk(chunk_seed: int, folder: Path | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``_synthetic_chunk(_CHUNK, chunk_seed)``, read from ``folder`` when an earlier run kept it there."""
+    if folder is not None:
+        path = folder / f"chunk-{chunk_seed}.npz"
+        try:
+            with np.load(path) as stored:
+                images, labels = stored["images"], stored["labels"]
+            if (
+                images.shape == (_CHUNK, 32, 32, 3)
+                and images.dtype == np.uint8
+                and labels.shape == (_CHUNK,)
+                and labels.dtype == np.int64
+            ):
+                return torch.from_numpy(images), torch.from_numpy(labels)
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            pass  # not kept yet, or damaged: generate it (again) below
+    images, labels = _synthetic_chunk(_CHUNK, chunk_seed)
+    if folder is not None:
+        _keep(path, images.numpy(), labels.numpy())
+    return images, labels
+
+
+def make_synthetic_cifar10(
+    n: int, *, train: bool = True, seed: int = 0, cache: bool = True
+) -> tuple[np.ndarray, list[int]]:
     """Generate ``n`` CIFAR-10-shaped images: ``(uint8 array (n, 32, 32, 3), labels)``.
 
     A stand-in built to be about as hard as CIFAR-10 for the course's models (the figures are in
@@ -471,14 +560,23 @@ def make_synthetic_cifar10(n: int, *, train: bool = True, seed: int = 0) -> tupl
 
     Deterministic for ``(seed, train)``; the first ``k`` images are the same whatever ``n`` is;
     train and test images are different draws from the same distribution. Vectorised: the
-    60,000 images of the full stand-in take a few seconds on two CPU cores.
+    60,000 images of the full stand-in take a few seconds on two CPU cores. Every process that
+    loads the data would spend those seconds again (each notebook, each ``torchrun`` worker), so
+    the images are kept, as generated, in ``data_dir()/synthetic-cifar10/<version>/`` (3 MB per
+    1,000 images, 184 MB for all 60,000) and read from there afterwards; ``<version>`` changes
+    with this file and with torch's version, so images from another generator are never read.
+    ``cache=False`` or ``COURSE_DATA_CACHE=0`` generates them afresh without keeping them.
     """
     if n < 0:
         raise ValueError(f"n must be 0 or more, got {n}")
+    cache = _args.boolean(
+        cache, "cache", "make_synthetic_cifar10", meaning="whether to keep the images on disk"
+    )
+    folder = _cache_folder() if cache and n > 0 else None
     images, labels = [], []
     for chunk, start in enumerate(range(0, n, _CHUNK)):
         chunk_seed = (seed * 2 + (0 if train else 1)) * 1_000_003 + chunk
-        x, y = _synthetic_chunk(_CHUNK, chunk_seed)
+        x, y = _chunk(chunk_seed, folder)
         size = min(_CHUNK, n - start)
         images.append(x[:size])
         labels.append(y[:size])

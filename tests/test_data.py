@@ -1,4 +1,7 @@
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -9,6 +12,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 from torchvision import transforms
 
+from helpers import data as data_module
 from helpers.data import (
     CIFAR10_CLASSES,
     SyntheticCIFAR10,
@@ -137,8 +141,8 @@ def test_generating_60000_images_takes_seconds():
     all of the machine's threads too.
     """
     start = time.perf_counter()
-    make_synthetic_cifar10(50_000, train=True)
-    make_synthetic_cifar10(10_000, train=False)
+    make_synthetic_cifar10(50_000, train=True, cache=False)  # generated, not read from data/
+    make_synthetic_cifar10(10_000, train=False, cache=False)
     seconds = time.perf_counter() - start
     print(f"60,000 synthetic images in {seconds:.1f} s on one thread")
     assert seconds < 20
@@ -396,3 +400,126 @@ def test_training_budget_refuses_negative_and_non_integer_sizes_and_epochs(kwarg
 def test_training_budget_takes_none_for_all_images_and_numpy_integers():
     budget = training_budget("cpu", gpu_epochs=np.int64(4), cpu_epochs=np.int32(2), cpu_train_size=None)
     assert budget.train_size is None and budget.num_epochs == 2 and type(budget.num_epochs) is int
+
+
+# The stand-in kept on disk (make_synthetic_cifar10's cache): read back unchanged, never trusted
+# when damaged or made by another generator, and never in the way when it cannot be written.
+
+
+def _use_data_folder(monkeypatch, folder):
+    monkeypatch.setenv("COURSE_DATA_DIR", str(folder))
+    return folder / "synthetic-cifar10"
+
+
+def _no_generating(monkeypatch):
+    def refuse(n, seed):
+        raise AssertionError(f"chunk {seed} was generated again instead of read from the data folder")
+
+    monkeypatch.setattr(data_module, "_synthetic_chunk", refuse)
+
+
+def _same(got, expected):
+    np.testing.assert_array_equal(got[0], expected[0])
+    assert got[1] == expected[1]
+
+
+def test_the_stand_in_is_kept_in_the_data_folder_and_read_back_unchanged(monkeypatch, tmp_path):
+    root = _use_data_folder(monkeypatch, tmp_path)
+    fresh = make_synthetic_cifar10(2_500, train=False, seed=5, cache=False)
+    assert not root.exists(), "cache=False keeps nothing"
+    _same(make_synthetic_cifar10(2_500, train=False, seed=5), fresh)
+    (folder,) = root.iterdir()
+    assert sorted(path.name for path in folder.iterdir()) == [
+        f"chunk-{(5 * 2 + 1) * 1_000_003 + k}.npz"
+        for k in range(3)  # 2,500 images: three chunks
+    ]
+    _no_generating(monkeypatch)
+    _same(make_synthetic_cifar10(2_500, train=False, seed=5), fresh)
+    _same(make_synthetic_cifar10(1_200, train=False, seed=5), (fresh[0][:1_200], fresh[1][:1_200]))
+    dataset = SyntheticCIFAR10(False, size=2_500, seed=5)
+    _same((dataset.data, dataset.targets), fresh)
+
+
+@pytest.mark.parametrize("damage", ["not a zip file", "cut in half", "wrong shape", "wrong dtype"])
+def test_a_damaged_chunk_is_generated_again_and_replaced(monkeypatch, tmp_path, damage):
+    root = _use_data_folder(monkeypatch, tmp_path)
+    fresh = make_synthetic_cifar10(1_000, seed=2, cache=False)
+    make_synthetic_cifar10(1_000, seed=2)
+    (path,) = root.glob("*/chunk-*.npz")
+    if damage == "not a zip file":
+        path.write_bytes(b"a chunk overwritten by something else")
+    elif damage == "cut in half":
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    elif damage == "wrong shape":
+        np.savez(path, images=fresh[0][:10], labels=np.asarray(fresh[1][:10]))
+    else:
+        np.savez(path, images=fresh[0].astype(np.float32) / 255, labels=np.asarray(fresh[1]))
+    _same(make_synthetic_cifar10(1_000, seed=2), fresh)
+    with np.load(path) as stored:  # written again, whole
+        assert stored["images"].dtype == np.uint8
+        np.testing.assert_array_equal(stored["images"], fresh[0])
+    assert not list(root.glob("*/.*partial")), "no half-written file is left behind"
+
+
+def test_without_a_writable_data_folder_the_stand_in_is_generated_all_the_same(monkeypatch, tmp_path):
+    blocker = tmp_path / "a file, not a folder"
+    blocker.write_text("the data folder cannot be made inside a file")
+    _use_data_folder(monkeypatch, blocker)
+    _same(make_synthetic_cifar10(1_500, seed=1), make_synthetic_cifar10(1_500, seed=1, cache=False))
+
+
+def test_course_data_cache_0_keeps_nothing_and_other_values_are_refused(monkeypatch, tmp_path):
+    root = _use_data_folder(monkeypatch, tmp_path)
+    monkeypatch.setenv("COURSE_DATA_CACHE", "0")
+    _same(make_synthetic_cifar10(10, seed=4), make_synthetic_cifar10(10, seed=4, cache=False))
+    assert not root.exists()
+    monkeypatch.setenv("COURSE_DATA_CACHE", "sometimes")
+    with pytest.raises(ValueError, match="COURSE_DATA_CACHE='sometimes'.*set it to 0"):
+        make_synthetic_cifar10(10)
+    with pytest.raises(TypeError, match="cache .* must be True or False"):
+        make_synthetic_cifar10(10, cache="no")
+
+
+def test_chunks_of_another_version_of_the_generator_are_removed(monkeypatch, tmp_path):
+    root = _use_data_folder(monkeypatch, tmp_path)
+    old = root / "0123456789abcdef"
+    old.mkdir(parents=True)
+    np.savez(
+        old / "chunk-0.npz", images=np.zeros((1_000, 32, 32, 3), np.uint8), labels=np.zeros(1_000, np.int64)
+    )
+    mine = root / "notes"  # not a version folder: left alone
+    mine.mkdir()
+    images, _ = make_synthetic_cifar10(1_000)
+    assert images.any(), "the old version's (blank) chunk was not read"
+    assert not old.exists() and mine.is_dir()
+    assert len(list(root.iterdir())) == 2
+
+
+def test_the_version_folder_changes_with_torch(monkeypatch):
+    fingerprint = data_module._generator_fingerprint.__wrapped__  # uncached
+    now = fingerprint()
+    monkeypatch.setattr(torch, "__version__", "0.0.0")
+    assert fingerprint() != now and len(now) == 16
+
+
+def test_processes_writing_the_same_chunks_at_once_agree(tmp_path):
+    """Two fresh processes (two torchrun ranks, say) generate and keep the same chunks at the same time."""
+    script = (
+        "import sys, numpy as np\n"
+        "from helpers.data import make_synthetic_cifar10\n"
+        "images, labels = make_synthetic_cifar10(3_000, seed=7)\n"
+        "np.save(sys.argv[1], images)\n"
+    )
+    env = {**os.environ, "COURSE_DATA_DIR": str(tmp_path / "data"), "OMP_NUM_THREADS": "1"}
+    env.pop("COURSE_DATA_CACHE", None)
+    outs = [tmp_path / f"process{k}.npy" for k in range(2)]
+    processes = [subprocess.Popen([sys.executable, "-c", script, str(out)], env=env) for out in outs]
+    assert [process.wait(timeout=120) for process in processes] == [0, 0]
+    fresh, _ = make_synthetic_cifar10(3_000, seed=7, cache=False)
+    for out in outs:
+        np.testing.assert_array_equal(np.load(out), fresh)
+    chunks = sorted((tmp_path / "data" / "synthetic-cifar10").glob("*/*"))
+    assert [path.name.startswith("chunk-") for path in chunks] == [True] * 3, chunks
+    for path in chunks:
+        with np.load(path) as stored:
+            assert stored["images"].shape == (1_000, 32, 32, 3)
