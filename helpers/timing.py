@@ -553,6 +553,14 @@ def _describe_v2(result: dict) -> list[str]:
     count = f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
     lines = [
         _header(result),
+        *(
+            [
+                f"INCOMPLETE: {result['incomplete']} (stopped by a time limit?): "
+                "what follows is what it finished"
+            ]
+            if result.get("incomplete")
+            else []
+        ),
         f"Tudui on {settings['train_size']:,} {_data(settings)} training images, {count} of each "
         f"pipeline: the seed pipeline {settings['epochs']} epochs per run, the fast paths "
         f"{settings.get('fast_epochs', settings['epochs'])}; tested on {settings['test_size']:,} images "

@@ -116,6 +116,7 @@ SGD_BATCH_LIMIT = 512
 FAST_EPOCHS = {"sgd": 30, "adam": 15}
 OPTIMIZERS = ("auto", "sgd", "adam")
 PATHS = list(PATH_NAMES)  # seed_pipeline, fast_path, linear_scaling_only
+PARTS = {"ladder": "the ladder", "demo": "the timing demo", "sweep": "the batch-size sweep"}  # after the runs
 WARMUP_STEPS = 3  # per batch shape: CUDA graphs warm up, then record, then replay
 # The issue's targets (issue 12). Speed is judged on the first run (its spread is printed beside it);
 # accuracy on every run.
@@ -1064,7 +1065,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--skip",
         action="append",
-        choices=("ladder", "demo", "sweep"),
+        choices=tuple(PARTS),
         help="leave a part out (repeatable): the ladder, the timing demo, the batch-size sweep",
     )
     parser.add_argument("--out", type=Path, default=None, help="folder for the results (default results/)")
@@ -1107,55 +1108,76 @@ def run(argv: list[str] | None = None) -> dict:
     print(f"  fast path: {describe_config(settings['fast_config'], settings)}", flush=True)
     print(f"  precision: {settings['precision']['name']} ({settings['precision']['why']})", flush=True)
 
-    runs = run_paths(data, settings, device)
-    ladder = []
-    if "ladder" not in settings["skip"]:
-        print("The ladder, one step at a time:", flush=True)
-        ladder = run_ladder(data, settings, device)
-    demo = None
-    if "demo" not in settings["skip"]:
-        print("Timing a training loop with and without waiting for the device:", flush=True)
-        demo = timing_demo(
-            device, steps=5 if args.quick else 20, batch_size=64 if args.quick else LADDER_BATCH
-        )
-        print(f"  {json.dumps(demo)}")
-    rows = []
-    if "sweep" not in settings["skip"]:
-        print("Training-step throughput by batch size:", flush=True)
-        rows = sweep(device, [16, 64] if args.quick else [16, 64, 256, 1024], 0.05 if args.quick else 0.5)
-
-    result = {
-        "schema": 2,
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "device": {"type": device.type, "name": name, "index": device.index},
-        "versions": {
-            "torch": torch.__version__,
-            "cuda": torch.version.cuda,
-            "cudnn": torch.backends.cudnn.version() if device.type == "cuda" else None,
-            "python": platform.python_version(),
-        },
-        "host": {
-            "platform": platform.platform(),
-            "logical_cores": os.cpu_count(),
-            "load_average_start": load_start,
-            "load_average_end": os.getloadavg(),
-        },
-        "settings": settings,
-        "runs": runs,
-        "ladder": ladder,
-        "summary": summarize(runs),
-        "timing_demo": demo,
-        "sweep": rows,
-        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
-    }
-    result["failures"] = bench_failures(result)
-    result["recipe_check"] = recipe_check(runs, settings, result["failures"])
-    result["targets"] = judge_targets(device, runs, result["failures"])
-    result["exit_status"] = 1 if failing(result["failures"]) else 0
-    result["wall_seconds"] = time.perf_counter() - began
     stem = result_stem(device.type, name, quick=args.quick)
     json_path, png_path = out / f"{stem}.json", out / f"{stem}.png"
-    json_path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    command = " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])])
+    parts = {"ladder": [], "timing_demo": None, "sweep": []}
+    pending = [part for part in PARTS if part not in settings["skip"]]
+
+    def save(runs: list[dict]) -> dict:
+        """The result as far as it has come, written out: a run stopped by a time limit (a GPU
+        machine's 10-minute commands) keeps the parts it finished, marked ``incomplete``."""
+        result = {
+            "schema": 2,
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "device": {"type": device.type, "name": name, "index": device.index},
+            "versions": {
+                "torch": torch.__version__,
+                "cuda": torch.version.cuda,
+                "cudnn": torch.backends.cudnn.version() if device.type == "cuda" else None,
+                "python": platform.python_version(),
+            },
+            "host": {
+                "platform": platform.platform(),
+                "logical_cores": os.cpu_count(),
+                "load_average_start": load_start,
+                "load_average_end": os.getloadavg(),
+            },
+            "settings": settings,
+            "runs": runs,
+            "ladder": parts["ladder"],
+            "summary": summarize(runs),
+            "timing_demo": parts["timing_demo"],
+            "sweep": parts["sweep"],
+            "command": command,
+        }
+        if pending:
+            names = [PARTS[part] for part in pending]
+            listed = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+            result["incomplete"] = f"written before {listed} ran"
+        result["failures"] = bench_failures(result)
+        result["recipe_check"] = recipe_check(runs, settings, result["failures"])
+        result["targets"] = judge_targets(device, runs, result["failures"])
+        result["exit_status"] = 1 if failing(result["failures"]) else 0
+        result["wall_seconds"] = time.perf_counter() - began
+        json_path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        return result
+
+    runs = run_paths(data, settings, device)
+    if pending:
+        png_path.unlink(missing_ok=True)  # an earlier run's plot, which no longer matches the JSON
+        save(runs)
+        print(f"  wrote {json_path} (the runs; the rest follows)", flush=True)
+    if "ladder" in pending:
+        print("The ladder, one step at a time:", flush=True)
+        parts["ladder"] = run_ladder(data, settings, device)
+        pending.remove("ladder")
+        save(runs)
+    if "demo" in pending:
+        print("Timing a training loop with and without waiting for the device:", flush=True)
+        parts["timing_demo"] = timing_demo(
+            device, steps=5 if args.quick else 20, batch_size=64 if args.quick else LADDER_BATCH
+        )
+        print(f"  {json.dumps(parts['timing_demo'])}")
+        pending.remove("demo")
+        save(runs)
+    if "sweep" in pending:
+        print("Training-step throughput by batch size:", flush=True)
+        parts["sweep"] = sweep(
+            device, [16, 64] if args.quick else [16, 64, 256, 1024], 0.05 if args.quick else 0.5
+        )
+        pending.remove("sweep")
+    result = save(runs)
     plot(result, png_path)
     print()
     print(describe_result(result))

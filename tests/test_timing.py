@@ -220,6 +220,36 @@ def test_the_bench_writes_a_result_and_a_plot_named_for_the_device(cpu_run):
     assert result["versions"]["torch"] == torch.__version__
     assert result["settings"]["train_size"] == 256 and result["settings"]["quick"] is True
     assert result["failures"] == [] and result["exit_status"] == 0 and "wrote" in stdout
+    assert "incomplete" not in result  # written whole at the end, after the partial writes
+
+
+def test_a_bench_stopped_after_its_runs_keeps_them(tmp_path):
+    """A GPU machine's 10-minute commands can stop the bench midway: the runs it finished stay on disk."""
+    env = {**os.environ, "COURSE_DATA": "synthetic", "CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, str(ROOT / "scripts" / "bench.py"), "--quick", "--device", "cpu"]
+    command += ["--train-size", "256", "--test-size", "200", "--repeats", "1", "--out", str(tmp_path)]
+    process = subprocess.Popen(
+        command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    seen = []
+    try:
+        for line in process.stdout:
+            seen.append(line)
+            if "(the runs; the rest follows)" in line:
+                break
+    finally:
+        process.kill()  # as a time limit stops it: no chance to write anything more
+        process.wait(timeout=60)
+    assert "(the runs; the rest follows)" in seen[-1], "".join(seen[-30:])
+    (path,) = tmp_path.glob("*.json")
+    assert not list(tmp_path.glob("*.png")), "no plot: it is drawn at the end"
+    result = json.loads(path.read_text())
+    assert result["incomplete"] == "written before the ladder, the timing demo and the batch-size sweep ran"
+    assert len(result["runs"]) == 1 and result["ladder"] == [] and result["sweep"] == []
+    assert result["runs"][0]["fast_path"]["status"] == "ok" and result["targets"]
+    text = describe_result(result).splitlines()
+    assert text[1].startswith("INCOMPLETE: written before the ladder") and text[-1]
+    assert any(line.startswith("run 1: seed pipeline ") for line in text)
 
 
 def test_every_run_records_its_epochs_its_throughput_and_its_accuracy(cpu_run):
