@@ -15,6 +15,7 @@ Introduced in ``01_cuda_method``. Environment variables:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import math
@@ -517,8 +518,9 @@ def _keep(path: Path, images: np.ndarray, labels: np.ndarray) -> None:
         with open(partial, "wb") as file:
             np.savez(file, images=images, labels=labels)
         os.replace(partial, path)
-    except OSError:
-        partial.unlink(missing_ok=True)
+    except OSError:  # a full or read-only disk: the chunk is generated again next time
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
 
 
 def _chunk(chunk_seed: int, folder: Path | None) -> tuple[torch.Tensor, torch.Tensor]:
