@@ -16,13 +16,13 @@ Introduced in ``01_cuda_method``. Environment variables:
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import math
 import os
 import re
 import shutil
-import threading
+import tempfile
+import time
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -482,45 +482,61 @@ def _cache_wanted() -> bool:
     )
 
 
-@functools.cache
-def _generator_fingerprint() -> str:
-    """Names this version of the generator: this file's text, and torch's version (its random streams)."""
-    digest = hashlib.sha256(Path(__file__).read_bytes())
+def _generator_fingerprint(source: Path) -> str:
+    """Names a version of the generator: the text of its file, and torch's version (its random streams)."""
+    digest = hashlib.sha256(source.read_bytes())
     digest.update(f"|torch {torch.__version__}|numpy {np.__version__}".encode())
     return digest.hexdigest()[:16]
+
+
+# Taken when the module is imported, so that it names the code that runs: the file may be edited
+# while a kernel that imported it is still alive, and that kernel must not store its images as the
+# edited version's.
+_GENERATOR_VERSION = _generator_fingerprint(Path(__file__))
+_STALE_PARTIAL_SECONDS = 3600  # a half-written chunk this old was left by a process that was killed
 
 
 def _cache_folder() -> Path | None:
     """Where generated chunks are kept for this generator, or None (caching off, or no folder can be made).
 
-    Folders left by other versions of the generator are removed: their images are never read again.
+    Folders left by other versions of the generator are removed when this version's is made: this
+    version never reads them (a data folder shared by checkouts of different versions keeps only the
+    newest's). Half-written chunks left by a killed process are removed after an hour.
     """
     if not _cache_wanted():
         return None
     root = data_dir() / _CACHE_FOLDER
-    folder = root / _generator_fingerprint()
-    if folder.is_dir():
-        return folder
+    folder = root / _GENERATOR_VERSION
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        for old in root.iterdir():
-            if old != folder and old.is_dir() and _FINGERPRINT.fullmatch(old.name):
-                shutil.rmtree(old, ignore_errors=True)
+        if not folder.is_dir():
+            folder.mkdir(parents=True, exist_ok=True)
+            for old in root.iterdir():
+                if old != folder and old.is_dir() and _FINGERPRINT.fullmatch(old.name):
+                    shutil.rmtree(old, ignore_errors=True)
+        for partial in folder.glob(".*.partial"):
+            with contextlib.suppress(OSError):
+                if time.time() - partial.stat().st_mtime > _STALE_PARTIAL_SECONDS:
+                    partial.unlink()
     except OSError:  # a read-only or full disk: generate without keeping anything
         return None
     return folder
 
 
 def _keep(path: Path, images: np.ndarray, labels: np.ndarray) -> None:
-    """Write one chunk atomically (several processes may write the same chunk at once); never raise."""
-    partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.partial")
+    """Write one chunk atomically: to a file of its own, then renamed (several processes may write the
+    same chunk at once, and a reader never sees half of one). Never raises."""
+    partial = None
     try:
-        with open(partial, "wb") as file:
+        with tempfile.NamedTemporaryFile(
+            dir=path.parent, prefix=f".{path.name}.", suffix=".partial", delete=False
+        ) as file:
+            partial = Path(file.name)
             np.savez(file, images=images, labels=labels)
         os.replace(partial, path)
     except OSError:  # a full or read-only disk: the chunk is generated again next time
-        with contextlib.suppress(OSError):
-            partial.unlink(missing_ok=True)
+        if partial is not None:
+            with contextlib.suppress(OSError):
+                partial.unlink(missing_ok=True)
 
 
 def _chunk(chunk_seed: int, folder: Path | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -537,8 +553,8 @@ def _chunk(chunk_seed: int, folder: Path | None) -> tuple[torch.Tensor, torch.Te
                 and labels.dtype == np.int64
             ):
                 return torch.from_numpy(images), torch.from_numpy(labels)
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
-            pass  # not kept yet, or damaged: generate it (again) below
+        except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile):
+            pass  # not kept yet, damaged, or not a chunk (a .npy gives a TypeError): generate it below
     images, labels = _synthetic_chunk(_CHUNK, chunk_seed)
     if folder is not None:
         _keep(path, images.numpy(), labels.numpy())
@@ -566,7 +582,9 @@ def make_synthetic_cifar10(
     loads the data would spend those seconds again (each notebook, each ``torchrun`` worker), so
     the images are kept, as generated, in ``data_dir()/synthetic-cifar10/<version>/`` (3 MB per
     1,000 images, 184 MB for all 60,000) and read from there afterwards; ``<version>`` changes
-    with this file and with torch's version, so images from another generator are never read.
+    with this file's text and with torch's version, so images from another version of the
+    generator are never read. (Different CPUs may round a few pixels of the same image apart, by
+    one level in 255: a data folder shared between machines gives each the first one's.)
     ``cache=False`` or ``COURSE_DATA_CACHE=0`` generates them afresh without keeping them.
     """
     if n < 0:

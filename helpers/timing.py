@@ -554,10 +554,7 @@ def _describe_v2(result: dict) -> list[str]:
     lines = [
         _header(result),
         *(
-            [
-                f"INCOMPLETE: {result['incomplete']} (stopped by a time limit?): "
-                "what follows is what it finished"
-            ]
+            [f"INCOMPLETE: {result['incomplete']}: what follows is what the bench finished"]
             if result.get("incomplete")
             else []
         ),
@@ -767,11 +764,19 @@ def check_against_reference(
     if where:
         lines.insert(0, f"recorded: make bench's ladder on {where}")
     elif reference:
+        why = (
+            "it was stopped before the ladder"
+            if reference.get("incomplete")
+            else "it was run with --skip ladder"
+            if "ladder" in (reference.get("settings") or {}).get("skip", [])
+            else "an earlier bench, before the ladder"
+            if reference.get("schema", 1) < 2
+            else "its ladder measured no step"
+        )
         lines.insert(
             0,
             f"recorded: the make bench run on {reference['device'].get('name', '?')} of "
-            f"{str(reference.get('date', '?'))[:10]} has no ladder (an earlier bench): "
-            "nothing to compare with",
+            f"{str(reference.get('date', '?'))[:10]} has no ladder ({why}): nothing to compare with",
         )
     else:
         lines.insert(0, "recorded: no make bench ladder for this kind of device yet")

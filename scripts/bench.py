@@ -1113,6 +1113,7 @@ def run(argv: list[str] | None = None) -> dict:
     command = " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])])
     parts = {"ladder": [], "timing_demo": None, "sweep": []}
     pending = [part for part in PARTS if part not in settings["skip"]]
+    stopped = []  # what stopped a later part, if one raised
 
     def save(runs: list[dict]) -> dict:
         """The result as far as it has come, written out: a run stopped by a time limit (a GPU
@@ -1144,13 +1145,17 @@ def run(argv: list[str] | None = None) -> dict:
         if pending:
             names = [PARTS[part] for part in pending]
             listed = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
-            result["incomplete"] = f"written before {listed} ran"
+            result["incomplete"] = f"written before {listed} ran" + "".join(f"; {why}" for why in stopped)
         result["failures"] = bench_failures(result)
         result["recipe_check"] = recipe_check(runs, settings, result["failures"])
         result["targets"] = judge_targets(device, runs, result["failures"])
-        result["exit_status"] = 1 if failing(result["failures"]) else 0
+        result["exit_status"] = 1 if failing(result["failures"]) or stopped else 0
         result["wall_seconds"] = time.perf_counter() - began
-        json_path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        partial = json_path.with_name(
+            json_path.name + ".partial"
+        )  # a kill mid-write leaves the last whole one
+        partial.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        os.replace(partial, json_path)
         return result
 
     runs = run_paths(data, settings, device)
@@ -1158,25 +1163,32 @@ def run(argv: list[str] | None = None) -> dict:
         png_path.unlink(missing_ok=True)  # an earlier run's plot, which no longer matches the JSON
         save(runs)
         print(f"  wrote {json_path} (the runs; the rest follows)", flush=True)
-    if "ladder" in pending:
-        print("The ladder, one step at a time:", flush=True)
-        parts["ladder"] = run_ladder(data, settings, device)
-        pending.remove("ladder")
+    try:
+        if "ladder" in pending:
+            print("The ladder, one step at a time:", flush=True)
+            parts["ladder"] = run_ladder(data, settings, device)
+            pending.remove("ladder")
+            save(runs)
+        if "demo" in pending:
+            print("Timing a training loop with and without waiting for the device:", flush=True)
+            parts["timing_demo"] = timing_demo(
+                device, steps=5 if args.quick else 20, batch_size=64 if args.quick else LADDER_BATCH
+            )
+            print(f"  {json.dumps(parts['timing_demo'])}")
+            pending.remove("demo")
+            save(runs)
+        if "sweep" in pending:
+            print("Training-step throughput by batch size:", flush=True)
+            parts["sweep"] = sweep(
+                device, [16, 64] if args.quick else [16, 64, 256, 1024], 0.05 if args.quick else 0.5
+            )
+            pending.remove("sweep")
+    except (
+        BaseException
+    ) as error:  # an error in a later part (or Ctrl-C): the file says so, then it is raised
+        stopped.append(f"{PARTS[pending[0]]} stopped by {type(error).__name__}: {error}")
         save(runs)
-    if "demo" in pending:
-        print("Timing a training loop with and without waiting for the device:", flush=True)
-        parts["timing_demo"] = timing_demo(
-            device, steps=5 if args.quick else 20, batch_size=64 if args.quick else LADDER_BATCH
-        )
-        print(f"  {json.dumps(parts['timing_demo'])}")
-        pending.remove("demo")
-        save(runs)
-    if "sweep" in pending:
-        print("Training-step throughput by batch size:", flush=True)
-        parts["sweep"] = sweep(
-            device, [16, 64] if args.quick else [16, 64, 256, 1024], 0.05 if args.quick else 0.5
-        )
-        pending.remove("sweep")
+        raise
     result = save(runs)
     plot(result, png_path)
     print()

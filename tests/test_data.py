@@ -44,17 +44,18 @@ def test_synthetic_has_cifar10_shapes_and_types():
 
 
 def test_synthetic_is_deterministic_and_prefix_stable():
-    a, la = make_synthetic_cifar10(1500, seed=3)
-    b, lb = make_synthetic_cifar10(1500, seed=3)
-    c, lc = make_synthetic_cifar10(700, seed=3)
+    # generated each time (cache=False): read back from data/, any generator would look deterministic
+    a, la = make_synthetic_cifar10(1500, seed=3, cache=False)
+    b, lb = make_synthetic_cifar10(1500, seed=3, cache=False)
+    c, lc = make_synthetic_cifar10(700, seed=3, cache=False)
     assert np.array_equal(a, b) and la == lb
     assert np.array_equal(a[:700], c) and la[:700] == lc
 
 
 def test_synthetic_train_test_and_seeds_differ():
-    train, _ = make_synthetic_cifar10(100, train=True)
-    test, _ = make_synthetic_cifar10(100, train=False)
-    other, _ = make_synthetic_cifar10(100, seed=1)
+    train, _ = make_synthetic_cifar10(100, train=True, cache=False)
+    test, _ = make_synthetic_cifar10(100, train=False, cache=False)
+    other, _ = make_synthetic_cifar10(100, seed=1, cache=False)
     assert not np.array_equal(train, test) and not np.array_equal(train, other)
 
 
@@ -440,7 +441,9 @@ def test_the_stand_in_is_kept_in_the_data_folder_and_read_back_unchanged(monkeyp
     _same((dataset.data, dataset.targets), fresh)
 
 
-@pytest.mark.parametrize("damage", ["not a zip file", "cut in half", "wrong shape", "wrong dtype"])
+@pytest.mark.parametrize(
+    "damage", ["not a zip file", "cut in half", "wrong shape", "wrong dtype", "an array, not a chunk"]
+)
 def test_a_damaged_chunk_is_generated_again_and_replaced(monkeypatch, tmp_path, damage):
     root = _use_data_folder(monkeypatch, tmp_path)
     fresh = make_synthetic_cifar10(1_000, seed=2, cache=False)
@@ -452,8 +455,11 @@ def test_a_damaged_chunk_is_generated_again_and_replaced(monkeypatch, tmp_path, 
         path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     elif damage == "wrong shape":
         np.savez(path, images=fresh[0][:10], labels=np.asarray(fresh[1][:10]))
-    else:
+    elif damage == "wrong dtype":
         np.savez(path, images=fresh[0].astype(np.float32) / 255, labels=np.asarray(fresh[1]))
+    else:
+        with open(path, "wb") as file:  # np.save: one array (.npy format) under the chunk's name
+            np.save(file, fresh[0])
     _same(make_synthetic_cifar10(1_000, seed=2), fresh)
     with np.load(path) as stored:  # written again, whole
         assert stored["images"].dtype == np.uint8
@@ -489,17 +495,72 @@ def test_chunks_of_another_version_of_the_generator_are_removed(monkeypatch, tmp
     )
     mine = root / "notes"  # not a version folder: left alone
     mine.mkdir()
-    images, _ = make_synthetic_cifar10(1_000)
-    assert images.any(), "the old version's (blank) chunk was not read"
+    _same(make_synthetic_cifar10(1_000), make_synthetic_cifar10(1_000, cache=False))
     assert not old.exists() and mine.is_dir()
     assert len(list(root.iterdir())) == 2
 
 
-def test_the_version_folder_changes_with_torch(monkeypatch):
-    fingerprint = data_module._generator_fingerprint.__wrapped__  # uncached
-    now = fingerprint()
+def test_the_version_folder_changes_with_the_generators_text_and_with_torch(monkeypatch, tmp_path):
+    source = Path(data_module.__file__)
+    now = data_module._generator_fingerprint(source)
+    assert now == data_module._GENERATOR_VERSION and len(now) == 16
+    edited = tmp_path / "data.py"
+    edited.write_text(source.read_text().replace("(0.03, 0.10)  # pixel noise", "(0.0, 0.0)  # pixel noise"))
+    assert edited.read_text() != source.read_text(), "the edit must change the generator"
+    assert data_module._generator_fingerprint(edited) != now
     monkeypatch.setattr(torch, "__version__", "0.0.0")
-    assert fingerprint() != now and len(now) == 16
+    assert data_module._generator_fingerprint(source) != now
+
+
+def test_an_edit_after_import_does_not_change_the_version_the_running_code_uses(monkeypatch, tmp_path):
+    """A kernel that imported the generator keeps storing its images under its own version, even after
+    the file is edited (the version is taken at import, not read from the file later)."""
+    root = _use_data_folder(monkeypatch, tmp_path)
+    monkeypatch.setattr(Path, "read_bytes", lambda self: b"an edited file")  # too late to matter
+    make_synthetic_cifar10(10, seed=6)
+    assert [folder.name for folder in root.iterdir()] == [data_module._GENERATOR_VERSION]
+
+
+def test_a_chunk_is_written_to_a_file_of_its_own_then_renamed(monkeypatch, tmp_path):
+    root = _use_data_folder(monkeypatch, tmp_path)
+    written = []
+    savez = np.savez
+
+    def spy(file, **arrays):
+        written.append(Path(file.name).name)
+        assert not Path(file.name).name.startswith("chunk-"), "written in place: a reader could see half"
+        savez(file, **arrays)
+
+    monkeypatch.setattr(np, "savez", spy)
+    make_synthetic_cifar10(1_500, seed=8)
+    assert len(written) == 2 and all(name.endswith(".partial") for name in written)
+    assert sorted(path.name for path in root.glob("*/*")) == [
+        f"chunk-{8 * 2 * 1_000_003 + k}.npz" for k in range(2)
+    ]
+
+
+def test_a_chunk_that_cannot_be_written_is_generated_all_the_same_and_leaves_nothing(monkeypatch, tmp_path):
+    root = _use_data_folder(monkeypatch, tmp_path)
+    fresh = make_synthetic_cifar10(1_000, seed=9, cache=False)
+
+    def full_disk(source, target):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(data_module.os, "replace", full_disk)
+    _same(make_synthetic_cifar10(1_000, seed=9), fresh)
+    assert [path for path in root.glob("*/*")] == [], "neither the chunk nor its half-written file"
+
+
+def test_a_half_written_chunk_left_by_a_killed_process_is_removed_after_an_hour(monkeypatch, tmp_path):
+    root = _use_data_folder(monkeypatch, tmp_path)
+    folder = root / data_module._GENERATOR_VERSION
+    folder.mkdir(parents=True)
+    old, recent = folder / ".chunk-0.npz.abc.partial", folder / ".chunk-1.npz.def.partial"
+    for path in (old, recent):
+        path.write_bytes(b"half a chunk")
+    os.utime(old, (time.time() - 2 * 3600,) * 2)
+    make_synthetic_cifar10(10)
+    assert not old.exists() and recent.exists(), "a recent one may still be being written"
 
 
 def test_processes_writing_the_same_chunks_at_once_agree(tmp_path):

@@ -228,6 +228,9 @@ def test_a_bench_stopped_after_its_runs_keeps_them(tmp_path):
     env = {**os.environ, "COURSE_DATA": "synthetic", "CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1"}
     command = [sys.executable, str(ROOT / "scripts" / "bench.py"), "--quick", "--device", "cpu"]
     command += ["--train-size", "256", "--test-size", "200", "--repeats", "1", "--out", str(tmp_path)]
+    stem = result_stem("cpu", _bench_module().device_name(torch.device("cpu")), quick=True)
+    stale = tmp_path / f"{stem}.png"  # an earlier run's plot: it no longer matches the new JSON
+    stale.write_bytes(b"an earlier run's plot")
     process = subprocess.Popen(
         command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
@@ -242,14 +245,40 @@ def test_a_bench_stopped_after_its_runs_keeps_them(tmp_path):
         process.wait(timeout=60)
     assert "(the runs; the rest follows)" in seen[-1], "".join(seen[-30:])
     (path,) = tmp_path.glob("*.json")
-    assert not list(tmp_path.glob("*.png")), "no plot: it is drawn at the end"
+    assert path.name == f"{stem}.json" and not stale.exists(), (
+        "the earlier plot was removed; the new one comes last"
+    )
+    assert not list(tmp_path.glob("*.png")) and not list(tmp_path.glob("*.partial"))
     result = json.loads(path.read_text())
     assert result["incomplete"] == "written before the ladder, the timing demo and the batch-size sweep ran"
     assert len(result["runs"]) == 1 and result["ladder"] == [] and result["sweep"] == []
     assert result["runs"][0]["fast_path"]["status"] == "ok" and result["targets"]
     text = describe_result(result).splitlines()
-    assert text[1].startswith("INCOMPLETE: written before the ladder") and text[-1]
+    assert text[1] == (
+        "INCOMPLETE: written before the ladder, the timing demo and the batch-size sweep ran: "
+        "what follows is what the bench finished"
+    )
     assert any(line.startswith("run 1: seed pipeline ") for line in text)
+
+
+def test_a_later_part_that_fails_leaves_the_runs_and_says_what_stopped_it(tmp_path, monkeypatch):
+    bench = _bench_module()
+
+    def out_of_memory(*args, **kwargs):
+        raise RuntimeError("CUDA out of memory (raised by the test in place of the ladder)")
+
+    monkeypatch.setattr(bench, "run_ladder", out_of_memory)
+    monkeypatch.setenv("COURSE_DATA", "synthetic")
+    args = ["--quick", "--device", "cpu", "--train-size", "256", "--test-size", "200", "--repeats", "1"]
+    with pytest.raises(RuntimeError, match="raised by the test"):
+        bench.run([*args, "--out", str(tmp_path)])
+    (path,) = tmp_path.glob("*.json")
+    result = json.loads(path.read_text())
+    assert result["incomplete"] == (
+        "written before the ladder, the timing demo and the batch-size sweep ran; the ladder stopped by "
+        "RuntimeError: CUDA out of memory (raised by the test in place of the ladder)"
+    )
+    assert result["exit_status"] == 1 and len(result["runs"]) == 1
 
 
 def test_every_run_records_its_epochs_its_throughput_and_its_accuracy(cpu_run):
@@ -624,12 +653,20 @@ def test_a_live_figure_that_contradicts_the_recorded_one_is_flagged():
     lines, flags = check_against_reference({"seed pipeline": 1_900.0, "+ data on device": 2_000.0}, None)
     assert flags == [] and lines[0] == "recorded: no make bench ladder for this kind of device yet"
     # the first H100 run was made before the bench had a ladder: said so, not "no bench yet"
-    (first,) = [r for r in load_results(ROOT / "results", device_type="cuda") if not r.get("ladder")]
-    lines, flags = check_against_reference({"seed pipeline": 1_900.0, "+ data on device": 2_000.0}, first)
+    first_run = "bench-cuda-nvidia-h100-80gb-hbm3-2026-11-22.json"
+    (first,) = [
+        r for r in load_results(ROOT / "results", device_type="cuda") if r["path"].endswith(first_run)
+    ]
+    live = {"seed pipeline": 1_900.0, "+ data on device": 2_000.0}
+    lines, flags = check_against_reference(live, first)
     assert flags == [] and lines[0] == (
         "recorded: the make bench run on NVIDIA H100 80GB HBM3 of 2026-11-22 has no ladder (an earlier "
-        "bench): nothing to compare with"
+        "bench, before the ladder): nothing to compare with"
     )
+    stopped = {**reference, "ladder": [], "incomplete": "written before the ladder ran"}
+    assert "(it was stopped before the ladder)" in check_against_reference(live, stopped)[0][0]
+    skipped = {**reference, "ladder": [], "settings": {**reference["settings"], "skip": ["ladder"]}}
+    assert "(it was run with --skip ladder)" in check_against_reference(live, skipped)[0][0]
 
 
 @pytest.mark.parametrize(
