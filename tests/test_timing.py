@@ -38,6 +38,8 @@ from helpers.timing import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
+# the first H100 run of make bench, kept under its date so that a new GPU bench never replaces it
+FIRST_H100_BENCH = "bench-cuda-nvidia-h100-80gb-hbm3-2026-11-22.json"
 
 
 def test_synchronize_on_devices_without_a_queue_returns_at_once():
@@ -487,8 +489,7 @@ def test_what_counts_as_a_failed_run(record, seed, words):
 def test_a_diverged_run_is_reported_not_averaged_away():
     """The H100 bench of 2026-11-22: one fast-path run of three ended at chance; the mean was 69.7%."""
     recorded = load_results(ROOT / "results", device_type="cuda")
-    first_run = "bench-cuda-nvidia-h100-80gb-hbm3-2026-11-22.json"  # kept under its date: a new bench
-    (result,) = [r for r in recorded if Path(r["path"]).name == first_run]  # run never overwrites it
+    (result,) = [r for r in recorded if Path(r["path"]).name == FIRST_H100_BENCH]
     text = describe_result(result)
     assert "99.5%, 10.0%, 99.6%" in text
     assert "FAILED: fast path run 2 ended at 10.0%, near chance (10%): it diverged (another run" in text
@@ -653,9 +654,10 @@ def test_a_live_figure_that_contradicts_the_recorded_one_is_flagged():
     lines, flags = check_against_reference({"seed pipeline": 1_900.0, "+ data on device": 2_000.0}, None)
     assert flags == [] and lines[0] == "recorded: no make bench ladder for this kind of device yet"
     # the first H100 run was made before the bench had a ladder: said so, not "no bench yet"
-    first_run = "bench-cuda-nvidia-h100-80gb-hbm3-2026-11-22.json"
     (first,) = [
-        r for r in load_results(ROOT / "results", device_type="cuda") if r["path"].endswith(first_run)
+        r
+        for r in load_results(ROOT / "results", device_type="cuda")
+        if Path(r["path"]).name == FIRST_H100_BENCH
     ]
     live = {"seed pipeline": 1_900.0, "+ data on device": 2_000.0}
     lines, flags = check_against_reference(live, first)
@@ -774,7 +776,7 @@ def test_fit_step_time_never_returns_a_negative_cost():
 
 def test_the_recorded_h100_sweep_is_bound_by_launches_at_the_seed_batch():
     # the claim 06 makes from the first H100 run of make bench, read from the committed file
-    result = json.loads((ROOT / "results" / "bench-cuda-nvidia-h100-80gb-hbm3-2026-11-22.json").read_text())
+    result = json.loads((ROOT / "results" / FIRST_H100_BENCH).read_text())
     gpu = [r for r in result["sweep"] if r["device"] != "cpu" and r["model"] == "Tudui"]
     fit = fit_step_time([r["batch_size"] for r in gpu], [r["seconds_per_step_median"] for r in gpu])
     assert fit.fixed_share(64) > 0.8 and fit.fixed_share(512) > 0.5 and fit.fixed_share(8192) < 0.2
