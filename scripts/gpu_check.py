@@ -43,6 +43,14 @@ NOTEBOOKS = ROOT / "notebooks"
 sys.path.insert(0, str(ROOT / "scripts"))  # time_notebooks, next to this file
 
 PARTS = ("tests", "notebooks", "bench")
+DEFAULT_OUT = ROOT / "results" / "gpu"
+
+
+def times_folder(out: Path) -> Path:
+    """Where the notebook times go: ``results/`` (the README table's source) for the default ``--out``,
+    else the ``--out`` folder itself, so that a run elsewhere (the tests', say) leaves ``results/`` alone."""
+    return ROOT / "results" if Path(out).resolve() == DEFAULT_OUT.resolve() else Path(out)
+
 
 # A text progress bar as tqdm prints it where no widget can be shown, and the warning that says so.
 _BAR = re.compile(r"\d+%\|.*\|\s*\d+/\d+|\|\s*\d+/\d+ \[|\d+(\.\d+)?(it/s|s/it)\]")
@@ -149,7 +157,11 @@ def describe_machine(allow_cpu: bool = False, commit: str | None = None) -> dict
         "python": platform.python_version(),
         "cpu_cores": os.cpu_count(),
         "commit": commit or _git("rev-parse", "--short", "HEAD"),
-        "uncommitted_changes": None if commit else bool(_git("status", "--porcelain", "-uno")),
+        # changes to tracked files, the run's own outputs in results/ aside (a bench or a notebook
+        # recorded by an earlier part of the same session would count otherwise)
+        "uncommitted_changes": None
+        if commit
+        else bool(_git("status", "--porcelain", "-uno", "--", ".", ":(exclude)results")),
         "date": dt.date.today().isoformat(),
         "data": os.environ.get("COURSE_DATA", "auto"),
         "quick": os.environ.get("COURSE_QUICK", "") not in ("", "0"),
@@ -196,7 +208,9 @@ def part_tests(folder: Path, machine: dict, selection: list[str]) -> dict:
     return {"result": summary, "exit_code": done.returncode, "seconds": seconds, "log": log.name}
 
 
-def part_notebooks(folder: Path, machine: dict, names: list[str], timeout: int) -> dict:
+def part_notebooks(
+    folder: Path, machine: dict, names: list[str], timeout: int, times: Path | None = None
+) -> dict:
     import nbformat
     import time_notebooks
     from nbclient import NotebookClient
@@ -256,16 +270,14 @@ def part_notebooks(folder: Path, machine: dict, names: list[str], timeout: int) 
             os.environ["COURSE_QUICK"] = env_before
     seconds_file.write_text(json.dumps(seconds, indent=2) + "\n")
     if machine["gpus"] and all(s == "passed" for s in status.values()):
-        _record_times(time_notebooks, machine, {k: seconds[k] for k in status})
+        _record_times(time_notebooks, machine, {k: seconds[k] for k in status}, times or ROOT / "results")
     return {"notebooks": status, "seconds": {k: seconds[k] for k in status}}
 
 
-def _record_times(time_notebooks, machine: dict, seconds: dict) -> None:
-    """Add the times to ``results/notebook-times-<machine>.json``, the README table's source."""
+def _record_times(time_notebooks, machine: dict, seconds: dict, folder: Path) -> Path:
+    """Add the times to ``<folder>/notebook-times-<machine>.json`` (``results/``: the README table's)."""
     info = time_notebooks.machine()
-    path = (
-        ROOT / "results" / f"notebook-times-{slug(info['kind'])}{'-quick' if machine['quick'] else ''}.json"
-    )
+    path = folder / f"notebook-times-{slug(info['kind'])}{'-quick' if machine['quick'] else ''}.json"
     previous = json.loads(path.read_text())["seconds"] if path.exists() else {}
     record = {
         "machine": info,
@@ -277,6 +289,7 @@ def _record_times(time_notebooks, machine: dict, seconds: dict) -> None:
         "seconds": {**previous, **seconds},
     }
     path.write_text(json.dumps(record, indent=2) + "\n")
+    return path
 
 
 def part_bench(folder: Path, machine: dict, bench_args: list[str]) -> dict:
@@ -341,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         help="notebooks for --part notebooks: names or numbers (default all); "
         "test files for --part tests (default: all of tests/)",
     )
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "gpu", help="default results/gpu")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="default results/gpu")
     parser.add_argument("--timeout", type=int, default=1200, help="seconds per notebook cell")
     parser.add_argument("--bench-args", default="", help="arguments for scripts/bench.py, in one string")
     parser.add_argument(
@@ -385,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
             record = part_tests(folder, machine, args.names if args.part == "tests" else [])
             failed |= record["exit_code"] != 0
         elif part == "notebooks":
-            record = part_notebooks(folder, machine, args.names, args.timeout)
+            record = part_notebooks(folder, machine, args.names, args.timeout, times_folder(args.out))
             failed |= any(s != "passed" for s in record["notebooks"].values())
         else:
             record = part_bench(folder, machine, args.bench_args.split())

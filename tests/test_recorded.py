@@ -295,6 +295,22 @@ def test_gpu_check_writes_the_layout_that_is_shown(tmp_path):
     assert "PyTorch" in recording.outputs[0]["text"]
 
 
+def test_notebook_times_go_to_results_only_from_the_default_folder(tmp_path):
+    """On the H100 (2026-11-23) the layout test above, run with --out in a temporary folder, wrote
+    results/notebook-times-1x-nvidia-h100-80gb-hbm3-quick.json into the repository."""
+    import time_notebooks
+
+    assert gpu_check.times_folder(gpu_check.DEFAULT_OUT) == ROOT / "results"
+    assert gpu_check.times_folder(ROOT / "results" / ".." / "results" / "gpu") == ROOT / "results"
+    assert gpu_check.times_folder(tmp_path) == tmp_path
+    before = sorted(p.name for p in (ROOT / "results").iterdir())
+    machine = {"torch": "2.99", "cuda": "13.0", "python": "3.12", "date": "2030-01-01", "quick": True}
+    path = gpu_check._record_times(time_notebooks, machine, {"00_devices_and_tensors": 1.5}, tmp_path)
+    assert path.parent == tmp_path and path.name.endswith("-quick.json")
+    assert json.loads(path.read_text())["seconds"] == {"00_devices_and_tensors": 1.5}
+    assert sorted(p.name for p in (ROOT / "results").iterdir()) == before
+
+
 def test_gpu_check_names_unknown_notebooks(tmp_path):
     done = _gpu_check("--allow-cpu", "--part", "notebooks", "42", tmp_path=tmp_path)
     assert done.returncode != 0 and "'42' names no single notebook" in done.stderr
@@ -335,23 +351,20 @@ def test_the_disturbed_cells_of_the_h100_run_say_so():
 
 
 def test_the_batch_of_4_figures_02_quotes_are_those_of_the_recorded_h100_run():
-    # 02-19 says why a GPU trains the batch-of-4 recipe on the CPU's subset: the recorded H100 run
-    # of cell 02-21 on all 50,000 images twice (25,000 steps) took 77 s, 3.1 ms per step. When a new
-    # GPU run replaces that recording, this fails: update the figures in 02-19 from the new run.
-    from datetime import datetime
+    # 02-19 says why a GPU trains the batch-of-4 recipe on the CPU's subset, quoting the recorded
+    # H100 run of cell 02-21 (its time per step) and the same machine's bench sweep (CifarNet at
+    # batch 16 on its CPU and on the GPU). When a new GPU run replaces either, this fails: update
+    # the figures in 02-19 from the new run.
+    import re
 
     recorded = json.loads(
         (ROOT / "results/gpu/nvidia-h100-80gb-hbm3/notebooks/02_to_device_method.ipynb").read_text()
     )
     cells = {cell.get("id"): cell for cell in recorded["cells"]}
     budget = "".join("".join(o.get("text", "")) for o in cells["02-20"]["outputs"])
-    assert "Training on all training images for 2 epochs" in budget
-    times = cells["02-21"]["metadata"]["execution"]
-    seconds = (
-        datetime.fromisoformat(times["shell.execute_reply"].rstrip("Z"))
-        - datetime.fromisoformat(times["iopub.execute_input"].rstrip("Z"))
-    ).total_seconds()
-    steps = 2 * 50_000 // 4
+    assert "the CPU's subset on cuda:0 too" in budget
+    printed = "".join("".join(o.get("text", "")) for o in cells["02-21"]["outputs"])
+    (line,) = re.findall(r"[\d,]+ steps of 4 images in \d+ s: [\d.]+ ms per step on cuda:0", printed)
     text = "".join(
         next(
             c
@@ -359,7 +372,48 @@ def test_the_batch_of_4_figures_02_quotes_are_those_of_the_recorded_h100_run():
             if c.get("id") == "02-19"
         )["source"]
     )
-    quoted = (
-        f"{steps:,} steps, and tested,\nin {seconds:.0f} s: about {seconds / steps * 1e3:.1f} ms per step"
+    assert f'"{line}"' in text
+    ms = float(re.search(r"([\d.]+) ms per step", line).group(1))
+    assert f"all\n50,000 images twice would take about {2 * 50_000 // 4 * ms / 1e3:.0f} s" in text
+    bench = json.loads((ROOT / "results/bench-cuda-nvidia-h100-80gb-hbm3-2026-11-23.json").read_text())
+    assert bench["host"]["logical_cores"] == 16
+    step = {
+        (r["device"].split(":")[0], r["model"], r["batch_size"]): r["seconds_per_step_median"]
+        for r in bench["sweep"]
+    }
+    cpu, gpu = step[("cpu", "CifarNet", 16)], step[("cuda", "CifarNet", 16)]
+    assert f"batch 16 at {cpu * 1e3:.1f} ms on its 16-core CPU and {gpu * 1e3:.1f} ms on the H100" in text
+
+
+def test_the_bench_figures_06_quotes_are_those_of_the_recorded_h100_bench():
+    # 06-33 quotes the H100 bench of 2026-11-23 (kept under its date, so that a new bench does not
+    # replace it) and 06's recorded cells of the same day; if either changes, update 06-33.
+    bench = json.loads((ROOT / "results/bench-cuda-nvidia-h100-80gb-hbm3-2026-11-23.json").read_text())
+    summary, targets = bench["summary"], bench["targets"]
+    text = "".join(
+        next(
+            c
+            for c in json.loads((ROOT / "notebooks/06_performance.ipynb").read_text())["cells"]
+            if c.get("id") == "06-33"
+        )["source"]
+    ).replace("\n", " ")
+    assert bench["settings"]["fast_config"]["batch_size"] == 2048
+    assert f"{summary['images_per_second']['fast_path']['first_run']:,.0f} images/s" in text
+    first, *others = summary["ratio"]["runs"]
+    assert f"{first:.2f}x the seed pipeline, in its first run" in text
+    assert f"({others[0]:.2f}x and {others[1]:.2f}x in the other two)" in text
+    assert not targets["fast_images_per_second"]["met"] and not targets["ratio"]["met"]
+    assert "both speed targets are missed" in text
+    assert targets["accuracy"]["met"] and all(targets["accuracy"]["measured"]["reached"])
+    assert f"after {summary['time_to_accuracy_seconds']['first_run']:.2f} s of training" in text
+    recorded = json.loads(
+        (ROOT / "results/gpu/nvidia-h100-80gb-hbm3/notebooks/06_performance.ipynb").read_text()
     )
-    assert quoted in text
+    printed = "".join(
+        "".join(o.get("text", ""))
+        for c in recorded["cells"]
+        if c.get("id") in ("06-22", "06-24", "06-26", "06-26b")
+        for o in c.get("outputs", [])
+    )
+    for figure in ("159,011", "156,244", "104,347", "100,764", "253,884"):
+        assert f"{figure} images/s" in printed and figure in text, figure

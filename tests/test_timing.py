@@ -873,3 +873,44 @@ def test_the_readme_quotes_the_committed_adam_control():
         f"accuracy after epoch 10 and ended at {accuracy[2][-1]:.1%}"
     )
     assert quoted in readme
+
+
+def test_the_fastpath_probe_records_each_variant_it_runs(tmp_path):
+    """scripts/fastpath_probe.py (run once on the H100, results/gpu/.../fastpath-probe.json), here on
+    the CPU with a few images and the one variant that does not compile: it runs and records."""
+    out = tmp_path / "probe.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "fastpath_probe.py"),
+            "--train-size",
+            "512",
+            "--epochs",
+            "2",
+            "--only",
+            "not compiled",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env={**os.environ, "COURSE_DATA": "synthetic"},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = json.loads(out.read_text())
+    assert record["train_images"] == 512 and list(record["variants"]) == ["not compiled"]
+    variant = record["variants"]["not compiled"]
+    assert variant["compile"] is None and variant["batch"] == 2048
+    assert len(variant["epoch_images_per_second"]) == 2 and variant["images_per_second"] > 0
+    assert "not compiled" in done.stdout and "profile" not in record  # the profile is a GPU's
+
+
+def test_the_recorded_fastpath_probe_counts_each_kernel_once():
+    probe = json.loads((ROOT / "results/gpu/nvidia-h100-80gb-hbm3/fastpath-probe.json").read_text())
+    log = (ROOT / "results/gpu/nvidia-h100-80gb-hbm3/fastpath-probe.log").read_text()
+    total_ms = float(re.search(r"Self CUDA time total: ([\d.]+)ms", log).group(1))
+    profile = probe["profile"]
+    assert profile["gpu_kernel_ms_per_step"] == round(total_ms / profile["steps"], 3)
+    assert profile["gpu_busy_fraction"] < 1  # kernels cannot run longer than the wall clock

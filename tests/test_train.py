@@ -122,13 +122,13 @@ def test_each_call_starts_exactly_one_pass_over_the_loader(progress):
 _DEFAULT = object()
 
 
-def _fit(model, optimizer, loader=_DEFAULT, **kwargs):
+def _fit(model, optimizer, loader=_DEFAULT, device="cpu", **kwargs):
     return train_one_epoch(
         model,
         _separable_loader() if loader is _DEFAULT else loader,
         nn.CrossEntropyLoss(),
         optimizer,
-        "cpu",
+        device,
         progress=False,
         **kwargs,
     )
@@ -176,7 +176,10 @@ def test_wrappers_and_frozen_layers_are_not_stale():
         warnings.simplefilter("error")
         _fit(model, optimizer)
         _fit(Autocast(model), optimizer)
-        _fit(nn.DataParallel(model), optimizer)
+        wrapped = nn.DataParallel(model)
+        # With one GPU or more, DataParallel moves the model to cuda:0 as it wraps it (the H100 run
+        # of 2026-11-23 failed here on the CPU's batches): train where it put the model.
+        _fit(wrapped, optimizer, device=next(wrapped.parameters()).device)
 
 
 @pytest.mark.parametrize(

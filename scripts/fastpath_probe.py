@@ -1,0 +1,243 @@
+"""Where the GPU fast path's step at batch 2,048 spends its time: a one-off probe (issue 12).
+
+The third H100 bench measured the fast path (``make bench``: Tudui, data on the device, batch
+2,048, fused Adam with a schedule, channels_last, bf16 autocast, ``torch.compile``) at 517,000 to
+546,000 images/s, while the first run's throughput probe (``tudui-throughput-probe.json``: SGD
+with momentum, random batches, nothing else in the loop) reached 814,000 at the same batch. This
+script times the fast path's own loop (``helpers.fastpath.train_epoch``) with one thing changed
+at a time, and profiles one epoch of it, so that the next change to the fast path is chosen from
+measurements rather than guessed.
+
+    python3 scripts/fastpath_probe.py [--out results/gpu/<device>/fastpath-probe.json]
+
+Every figure is the median of ``--epochs`` timed epochs (50,000 images each) after two untimed
+ones, which compile; each epoch's rate is recorded too. On a CPU it runs (slowly, with
+``--train-size``) so that it can be tested, but only a GPU's figures mean anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from helpers.data import load_cifar10  # noqa: E402
+from helpers.devices import pick_device  # noqa: E402
+from helpers.fastpath import (  # noqa: E402
+    ADAM_BASE_BATCH_SIZE,
+    ADAM_BASE_LR,
+    Autocast,
+    DeviceLoader,
+    LargeBatchSchedule,
+    adam,
+    dataset_tensors,
+    sgd,
+    train_epoch,
+)
+from helpers.models import Tudui  # noqa: E402
+
+VARIANTS = {
+    "fast path (Adam, schedule, compile default)": {},
+    "constant lr (no schedule)": {"schedule": False},
+    "fused SGD, constant lr 0.004": {"optimizer": "sgd", "schedule": False},
+    "compile mode=reduce-overhead (CUDA graphs)": {"compile": "reduce-overhead"},
+    "loss and argmax compiled with the model": {"whole_step": True},
+    "whole step compiled, no per-step statistics": {"whole_step": True, "no_stats": True},
+    "batch 4096": {"batch": 4096},
+    "not compiled": {"compile": None},
+}
+
+
+class _LossAndRight(nn.Module):
+    """The model, its loss and its count of right answers in one module, so that one compile covers all."""
+
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net, self.loss_fn = net, nn.CrossEntropyLoss()
+
+    def forward(self, inputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        outputs = self.net(inputs)
+        return self.loss_fn(outputs, targets), (outputs.argmax(dim=1) == targets).sum()
+
+
+def _epoch_whole_step(step_fn, loader, optimizer, schedule, first_step, device, no_stats):
+    total = torch.zeros((), device=device)
+    right = torch.zeros((), device=device, dtype=torch.long)
+    samples = 0
+    for i, (inputs, targets) in enumerate(loader):
+        if schedule is not None:
+            schedule.apply(optimizer, first_step + i)
+        loss, correct = step_fn(inputs, targets)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        if not no_stats:
+            total += loss.detach() * targets.size(0)
+            right += correct
+        samples += targets.size(0)
+    float(total)  # one read-back an epoch, as train_epoch does
+    return samples
+
+
+def run_variant(name: str, change: dict, images, labels, device, epochs: int) -> dict:
+    batch = change.get("batch", 2048)
+    torch.manual_seed(0)
+    torch.compiler.reset()
+    model = Tudui().to(device).to(memory_format=torch.channels_last)
+    loader = DeviceLoader(
+        images, labels, batch_size=batch, shuffle=True, generator=torch.Generator(device).manual_seed(0)
+    )
+    total_epochs = epochs + 2
+    schedule = None
+    if change.get("schedule", True):
+        schedule = LargeBatchSchedule(
+            batch_size=batch,
+            steps_per_epoch=len(loader),
+            epochs=total_epochs,
+            base_batch_size=ADAM_BASE_BATCH_SIZE,
+            base_lr=ADAM_BASE_LR,
+            scaling="sqrt",
+        )
+    if change.get("optimizer", "adam") == "adam":
+        optimizer, kind = adam(model.parameters(), 0.004, fused=True)
+    else:
+        optimizer, kind = sgd(model.parameters(), 0.004, fused=True)
+    net = Autocast(model, torch.bfloat16) if device.type == "cuda" else model
+    mode = change.get("compile", "default")
+    whole = change.get("whole_step", False)
+    if whole:
+        net = _LossAndRight(net)
+    if mode is not None:
+        net = torch.compile(net, mode=None if mode == "default" else mode, dynamic=False)
+    rates, warmup = [], None
+    for epoch in range(total_epochs):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        if whole:
+            samples = _epoch_whole_step(
+                net, loader, optimizer, schedule, epoch * len(loader), device, change.get("no_stats", False)
+            )
+        else:
+            samples = train_epoch(
+                net, loader, optimizer, device, schedule=schedule, first_step=epoch * len(loader)
+            ).samples
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+        if epoch < 2:
+            warmup = seconds if warmup is None else warmup + seconds
+        else:
+            rates.append(samples / seconds)
+    record = {
+        "batch": batch,
+        "optimizer": kind,
+        "compile": mode,
+        "schedule": schedule is not None,
+        "whole_step": whole,
+        "no_stats": change.get("no_stats", False),
+        "first_two_epochs_seconds": round(warmup, 2),
+        "epoch_images_per_second": [round(r) for r in rates],
+        "images_per_second": round(statistics.median(rates)),
+    }
+    print(
+        f"{name:48} {record['images_per_second']:>10,} images/s  (epochs: "
+        f"{', '.join(f'{r:,.0f}' for r in rates)}; first two {warmup:.1f} s)",
+        flush=True,
+    )
+    return record
+
+
+def profile_fast_path(images, labels, device) -> dict:
+    """One epoch of the fast path under torch.profiler: the GPU's busy time against the wall time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.manual_seed(0)
+    torch.compiler.reset()
+    model = Tudui().to(device).to(memory_format=torch.channels_last)
+    loader = DeviceLoader(
+        images, labels, batch_size=2048, shuffle=True, generator=torch.Generator(device).manual_seed(0)
+    )
+    optimizer, _ = adam(model.parameters(), 0.004, fused=True)
+    net = torch.compile(Autocast(model, torch.bfloat16), dynamic=False)
+    for _ in range(2):
+        train_epoch(net, loader, optimizer, device)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        start = time.perf_counter()
+        train_epoch(net, loader, optimizer, device)
+        torch.cuda.synchronize()
+        wall = time.perf_counter() - start
+    events = prof.key_averages()
+
+    from torch.autograd import DeviceType
+
+    def device_time(e):
+        return getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)
+
+    # the kernels themselves (events on the device), as the table's "Self CUDA time total" counts
+    # them: an operator's row on the CPU repeats its kernels' time (the first recording, which
+    # summed every row, said 4.78 ms a step where the kernels took 2.36 ms)
+    kernel_us = sum(device_time(e) for e in events if e.device_type == DeviceType.CUDA)
+    table = events.table(
+        sort_by="self_cuda_time_total"
+        if not hasattr(events[0], "self_device_time_total")
+        else "self_device_time_total",
+        row_limit=25,
+    )
+    print(table, flush=True)
+    steps = len(loader)
+    result = {
+        "steps": steps,
+        "wall_ms_per_step": round(wall * 1000 / steps, 3),
+        "gpu_kernel_ms_per_step": round(kernel_us / 1000 / steps, 3),
+        "gpu_busy_fraction": round(kernel_us / 1e6 / wall, 3),
+        "note": "wall time under the profiler (which slows the CPU side); kernel time: the device events' "
+        "self time (the table's 'Self CUDA time total')",
+    }
+    print(json.dumps(result), flush=True)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--epochs", type=int, default=5, help="timed epochs per variant (after 2 untimed)")
+    parser.add_argument("--train-size", type=int, default=None)
+    parser.add_argument("--only", action="append", default=None, help="variant names to run (default all)")
+    args = parser.parse_args(argv)
+    device = pick_device()
+    dataset = load_cifar10(train=True, size=args.train_size)
+    images, labels = dataset_tensors(dataset, device)
+    images = images.contiguous(memory_format=torch.channels_last)
+    record = {
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "train_images": int(images.shape[0]),
+        "variants": {},
+    }
+    print(f"{record['device']}, torch {torch.__version__}, {images.shape[0]:,} images", flush=True)
+    for name, change in VARIANTS.items():
+        if args.only and name not in args.only:
+            continue
+        record["variants"][name] = run_variant(name, change, images, labels, device, args.epochs)
+    if device.type == "cuda":
+        record["profile"] = profile_fast_path(images, labels, device)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(record, indent=2) + "\n")
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
