@@ -76,6 +76,7 @@ from helpers.fastpath import (
     Autocast,
     DeviceLoader,
     LargeBatchSchedule,
+    LossStep,
     adam,
     choose_precision,
     dataset_tensors,
@@ -218,6 +219,8 @@ def settings_for(device: torch.device, args: argparse.Namespace) -> dict:
         "fused": not args.no_fused,
         "compile": compile_mode_for(device, fast_batch, "none" if args.no_compile else args.compile_mode),
     }
+    if args.compile_scope == "step":  # only when asked: the key stays out of configs of before
+        fast["compile_scope"] = "step"
     if args.ladder_batches is None:
         big = [2048, 8192] if device.type == "cuda" and not args.quick else []
         ladder_batches = [batch for batch in big if batch != fast_batch]
@@ -310,7 +313,14 @@ def describe_config(config: dict, settings: dict) -> str:
     parts.append(_PRECISION_WORDS[config["precision"]])
     name = "Adam" if config.get("optimizer") == "adam" else "SGD"
     parts.append(f"fused {name}" if config["fused"] else name)
-    parts.append(f"torch.compile mode={config['compile']}" if config["compile"] else "not compiled")
+    whole = config.get("compile_scope") == "step"
+    if config["compile"]:
+        parts.append(
+            f"torch.compile mode={config['compile']}"
+            + (" (the whole step: model, loss, count)" if whole else "")
+        )
+    else:
+        parts.append("not compiled" + (" (model, loss and count in one LossStep)" if whole else ""))
     return ", ".join(parts)
 
 
@@ -401,10 +411,15 @@ class Pipeline:
         elif config["precision"] == "fp16":
             net = Autocast(model, torch.float16)
             self.scaler = grad_scaler(device)
+        # the whole step (model, loss, count of right answers) as one module, compiled as one graph
+        self.step = LossStep(net) if config.get("compile_scope") == "step" else None
         if config["compile"]:
             torch.compiler.reset()  # each run compiles afresh: no cache limit reached, no graph reused
             mode = None if config["compile"] == "default" else config["compile"]
-            net = torch.compile(net, mode=mode, dynamic=False)
+            if self.step is not None:
+                self.step = torch.compile(self.step, mode=mode, dynamic=False)
+            else:
+                net = torch.compile(net, mode=mode, dynamic=False)
         self.net = net
         self.lr_text = self.schedule.describe() if self.schedule else f"lr {SEED_LR:g} constant"
 
@@ -420,7 +435,7 @@ class Pipeline:
             group["lr"] = 0.0
         scaler = grad_scaler(self.device) if self.scaler is not None else None
         with Stopwatch(self.device) as watch:
-            train_epoch(self.net, batches, self.optimizer, self.device, scaler=scaler)
+            train_epoch(self.net, batches, self.optimizer, self.device, scaler=scaler, loss_step=self.step)
         with torch.no_grad():
             for name, value in self.model.state_dict().items():
                 value.copy_(saved[name])
@@ -466,6 +481,7 @@ def train_run(
                     first_step=epoch * len(pipe.loader),
                     scaler=pipe.scaler,
                     non_blocking=pipe.non_blocking,
+                    loss_step=pipe.step,
                 )
             record["epoch_seconds"].append(watch.seconds)
             record["epoch_images"].append(stats.samples)
@@ -607,7 +623,8 @@ def ladder_steps(device: torch.device, settings: dict) -> list[dict]:
         why = "GPU only: on a CPU it needs a C++ compiler and a long first compile (--compile-mode tries it)"
         add("compile", "+ torch.compile", skipped=why)
         add("cuda_graphs", "+ CUDA graphs (compile mode='reduce-overhead')", skipped="CUDA only")
-    if fast["batch_size"] != LADDER_BATCH or fast["optimizer"] != config["optimizer"]:
+    whole = fast.get("compile_scope") == "step"
+    if fast["batch_size"] != LADDER_BATCH or fast["optimizer"] != config["optimizer"] or whole:
         # on a CPU back to a smaller batch; on a GPU on to a larger one, with Adam: the fast path's
         before = config["compile"]
         config = {
@@ -615,12 +632,14 @@ def ladder_steps(device: torch.device, settings: dict) -> list[dict]:
             "batch_size": fast["batch_size"],
             "compile": fast["compile"],
             "optimizer": fast["optimizer"],
+            **({"compile_scope": "step"} if whole else {}),
         }
         recipe = "Adam's recipe" if fast["optimizer"] == "adam" else "the recipe"
         mode = f", compile mode={fast['compile']}" if fast["compile"] and fast["compile"] != before else ""
         add(
             "fast_batch",
-            f"+ batch {fast['batch_size']} with {recipe}{mode} (this device's fast path)",
+            f"+ batch {fast['batch_size']} with {recipe}{mode}{', the whole step' if whole else ''} "
+            "(this device's fast path)",
             config,
         )
     # Larger batches, for their throughput: at the fast path's peak rate, which the rule would exceed
@@ -1057,6 +1076,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         choices=COMPILE_MODES,
         default="auto",
         help="the fast path's torch.compile mode (auto: CUDA only, reduce-overhead to batch 1024)",
+    )
+    parser.add_argument(
+        "--compile-scope",
+        choices=("model", "step"),
+        default="model",
+        help="what the fast path compiles: the model (default), or the whole step: the model, the loss "
+        "and the count of right answers in one graph (helpers.fastpath.LossStep; never benched on a GPU "
+        "yet; scripts/fastpath_probe.py measured a loop like it)",
     )
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out of the fast path")
     parser.add_argument("--no-channels-last", action="store_true", help="leave channels_last out")

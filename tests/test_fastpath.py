@@ -2,6 +2,7 @@
 large-batch schedule's rates, the choice of mixed precision, and a real GradScaler that steps and skips."""
 
 import math
+import shutil
 
 import pytest
 import torch
@@ -17,6 +18,7 @@ from helpers.fastpath import (
     Autocast,
     DeviceLoader,
     LargeBatchSchedule,
+    LossStep,
     _precision_for,
     adam,
     bf16_supported,
@@ -507,6 +509,55 @@ def test_train_epoch_follows_the_schedule_and_counts_what_it_trained():
         outputs = frozen(x)
     assert stats.loss == pytest.approx(nn.functional.cross_entropy(outputs, y).item(), rel=1e-5)
     assert stats.accuracy == pytest.approx((outputs.argmax(dim=1) == y).double().mean().item())
+
+
+def _two_epochs(loss_step_of=None, compile_step=False):
+    torch.manual_seed(0)
+    x, y = torch.randn(100, 3, 8, 8), torch.randint(0, 10, (100,))
+    model = _small_model()
+    optimizer, _ = sgd(model.parameters(), 0.1)
+    loader = DeviceLoader(x, y, batch_size=32, shuffle=True, generator=torch.Generator().manual_seed(1))
+    step = None
+    if loss_step_of is not None:
+        step = loss_step_of(model)
+        step = torch.compile(step, dynamic=False) if compile_step else step
+    stats = [train_epoch(model, loader, optimizer, "cpu", loss_step=step) for _ in range(2)]
+    return model, stats
+
+
+def test_a_loss_step_trains_exactly_as_the_model_loss_and_count_one_after_the_other():
+    plain, plain_stats = _two_epochs()
+    whole, whole_stats = _two_epochs(LossStep)
+    for a, b in zip(plain.parameters(), whole.parameters(), strict=True):
+        assert torch.equal(a, b)
+    assert [(s.loss, s.accuracy, s.samples) for s in plain_stats] == [
+        (s.loss, s.accuracy, s.samples) for s in whole_stats
+    ]
+    # its own loss function, not train_epoch's
+    smoothed, _ = _two_epochs(lambda m: LossStep(m, nn.CrossEntropyLoss(label_smoothing=0.5)))
+    assert not torch.equal(next(smoothed.parameters()), next(plain.parameters()))
+
+
+@pytest.mark.skipif(
+    not (shutil.which("c++") or shutil.which("g++")), reason="torch.compile on a CPU needs a C++ compiler"
+)
+def test_a_compiled_loss_step_trains_as_the_eager_one():
+    # torch.compile on the CPU (a C++ compiler, as in CI): the whole step as one graph
+    eager, eager_stats = _two_epochs(LossStep)
+    compiled, compiled_stats = _two_epochs(LossStep, compile_step=True)
+    for a, b in zip(eager.parameters(), compiled.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    assert compiled_stats[-1].loss == pytest.approx(eager_stats[-1].loss, rel=1e-4)
+
+
+def test_a_loss_step_that_is_not_callable_is_named():
+    model = _small_model()
+    optimizer, _ = sgd(model.parameters(), 0.1)
+    loader = DeviceLoader(torch.randn(8, 3, 8, 8), torch.randint(0, 10, (8,)), batch_size=4)
+    with pytest.raises(TypeError, match="loss_step must be a LossStep of the model.*got str"):
+        train_epoch(model, loader, optimizer, "cpu", loss_step="LossStep")
+    with pytest.raises(TypeError, match="LossStep wraps a model"):
+        LossStep("model")
 
 
 def test_train_epoch_stops_a_run_whose_loss_became_nan():

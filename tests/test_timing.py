@@ -914,3 +914,23 @@ def test_the_recorded_fastpath_probe_counts_each_kernel_once():
     profile = probe["profile"]
     assert profile["gpu_kernel_ms_per_step"] == round(total_ms / profile["steps"], 3)
     assert profile["gpu_busy_fraction"] < 1  # kernels cannot run longer than the wall clock
+
+
+def test_the_bench_can_compile_the_whole_step_and_says_so(tmp_path):
+    # --compile-scope step: the model, the loss and the count of right answers in one LossStep
+    # (compiled as one graph where the fast path compiles; never benched on a GPU yet). Here on the
+    # CPU, not compiled: the runs train, the ladder's top rung is this fast path, and the words say so.
+    done = _bench(
+        tmp_path, "--train-size", "256", "--test-size", "200", "--epochs", "2", "--repeats", "1",
+        "--compile-scope", "step", "--skip", "demo", "--skip", "sweep",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (path,) = tmp_path.glob("*.json")
+    result = json.loads(path.read_text())
+    fast = result["settings"]["fast_config"]
+    assert fast["compile_scope"] == "step" and fast["compile"] is None
+    assert result["runs"][0]["fast_path"]["status"] == "ok"
+    assert "not compiled (model, loss and count in one LossStep)" in done.stdout
+    top = result["ladder"][-1]
+    assert top["fast_path"] and top["config"]["compile_scope"] == "step" and "the whole step" in top["step"]
+    assert all("compile_scope" not in (r["config"] or {}) for r in result["ladder"][:-1])
