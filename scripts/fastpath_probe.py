@@ -25,7 +25,6 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn as nn
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -38,6 +37,7 @@ from helpers.fastpath import (  # noqa: E402
     Autocast,
     DeviceLoader,
     LargeBatchSchedule,
+    LossStep,
     adam,
     dataset_tensors,
     sgd,
@@ -63,18 +63,6 @@ VARIANTS = {
         "batch": 4096,
     },
 }
-
-
-class _LossAndRight(nn.Module):
-    """The model, its loss and its count of right answers in one module, so that one compile covers all."""
-
-    def __init__(self, net: nn.Module) -> None:
-        super().__init__()
-        self.net, self.loss_fn = net, nn.CrossEntropyLoss()
-
-    def forward(self, inputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        outputs = self.net(inputs)
-        return self.loss_fn(outputs, targets), (outputs.argmax(dim=1) == targets).sum()
 
 
 def _epoch_whole_step(step_fn, loader, optimizer, schedule, first_step, device, no_stats):
@@ -123,7 +111,7 @@ def run_variant(name: str, change: dict, images, labels, device, epochs: int) ->
     mode = change.get("compile", "default")
     whole = change.get("whole_step", False)
     if whole:
-        net = _LossAndRight(net)
+        net = LossStep(net)  # the first run used a copy of it, written before LossStep existed
     if mode is not None:
         net = torch.compile(net, mode=None if mode == "default" else mode, dynamic=False)
     rates, warmup = [], None
