@@ -5,6 +5,7 @@
     python scripts/gpu_check.py --part tests tests/test_ddp.py   # some of them, with their own log
     python scripts/gpu_check.py --part notebooks 00 01 02    # some notebooks (default: all)
     python scripts/gpu_check.py --part bench                 # make bench
+    python scripts/gpu_check.py --part probe                 # scripts/fastpath_probe.py
     python scripts/gpu_check.py --import-run DIR ...         # store a run recorded elsewhere
 
 Everything goes to ``results/gpu/<device>/`` (``<device>`` from the GPU's name, with the count when
@@ -12,7 +13,9 @@ there are several): ``run.json`` (the device, driver, versions, commit and date 
 ran), ``unit-tests.log``, ``notebooks/*.ipynb`` (each notebook executed top to bottom in a fresh
 kernel, in default mode, with its outputs, progress bars removed), ``notebook-seconds.json``, and
 ``bench.log`` beside ``make bench``'s own ``results/bench-cuda-*.json``. The notebook times also go to
-``results/notebook-times-<machine>.json``, the file the README's timing table is made from.
+``results/notebook-times-<machine>.json``, the file the README's timing table is made from. The
+probe of the fast path's step (``scripts/fastpath_probe.py``) writes ``fastpath-probe-<date>.json``
+and ``.log``, dated so that a new probe never replaces one that the course's texts quote.
 
 Each part adds to the same folder, so the parts can run in separate sessions: on a machine that
 allows only short commands (10 minutes), run ``--part tests``, then ``--part notebooks`` for a few
@@ -32,6 +35,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -42,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 sys.path.insert(0, str(ROOT / "scripts"))  # time_notebooks, next to this file
 
-PARTS = ("tests", "notebooks", "bench")
+PARTS = ("tests", "notebooks", "bench", "probe")
 DEFAULT_OUT = ROOT / "results" / "gpu"
 
 
@@ -305,6 +309,21 @@ def part_bench(folder: Path, machine: dict, bench_args: list[str]) -> dict:
     return {"exit_code": done.returncode, "seconds": seconds, "args": bench_args}
 
 
+def part_probe(folder: Path, machine: dict, probe_args: list[str]) -> dict:
+    """``scripts/fastpath_probe.py``, its JSON and its printout under the run's date (never replacing
+    an earlier probe: ``fastpath-probe.json`` is the first, quoted by the course's texts)."""
+    stem = f"fastpath-probe-{machine['date']}"
+    log, out = folder / f"{stem}.log", folder / f"{stem}.json"
+    command = [sys.executable, str(ROOT / "scripts" / "fastpath_probe.py"), "--out", str(out), *probe_args]
+    print("$ " + " ".join(command[1:]), flush=True)
+    start = time.perf_counter()
+    with log.open("w") as printed:
+        done = subprocess.run(command, cwd=ROOT, stdout=printed, stderr=subprocess.STDOUT, text=True)
+    seconds = round(time.perf_counter() - start, 1)
+    print("\n".join(log.read_text().strip().splitlines()[-3:]), flush=True)
+    return {"exit_code": done.returncode, "seconds": seconds, "args": probe_args, "file": out.name}
+
+
 def _notebook_paths(names: list[str]) -> list[Path]:
     available = sorted(NOTEBOOKS.glob("*.ipynb"))
     if not names:
@@ -358,6 +377,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=1200, help="seconds per notebook cell")
     parser.add_argument("--bench-args", default="", help="arguments for scripts/bench.py, in one string")
     parser.add_argument(
+        "--probe-args", default="", help="arguments for scripts/fastpath_probe.py, in one string"
+    )
+    parser.add_argument(
         "--commit", help="the commit checked, where this copy is not a git checkout (default: git's HEAD)"
     )
     parser.add_argument("--allow-cpu", action="store_true", help="run without a GPU (to test the layout)")
@@ -400,8 +422,11 @@ def main(argv: list[str] | None = None) -> int:
         elif part == "notebooks":
             record = part_notebooks(folder, machine, args.names, args.timeout, times_folder(args.out))
             failed |= any(s != "passed" for s in record["notebooks"].values())
-        else:
+        elif part == "bench":
             record = part_bench(folder, machine, args.bench_args.split())
+            failed |= record["exit_code"] != 0
+        else:
+            record = part_probe(folder, machine, shlex.split(args.probe_args))
             failed |= record["exit_code"] != 0
         key = (
             f"tests {' '.join(args.names)}"

@@ -311,6 +311,23 @@ def test_notebook_times_go_to_results_only_from_the_default_folder(tmp_path):
     assert sorted(p.name for p in (ROOT / "results").iterdir()) == before
 
 
+def test_gpu_check_runs_the_probe_under_the_date_beside_the_first_probe(tmp_path):
+    """--part probe: scripts/fastpath_probe.py, its JSON and printout dated, so that the recorded
+    fastpath-probe.json (quoted by 06 and the READMEs) is never replaced; here on the CPU, one variant."""
+    probe_args = "--train-size 256 --epochs 1 --only 'not compiled'"
+    done = _gpu_check("--allow-cpu", "--part", "probe", "--probe-args", probe_args, tmp_path=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (folder,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    run = json.loads((folder / "run.json").read_text())
+    part = run["parts"]["probe"]
+    assert part["exit_code"] == 0 and part["file"] == f"fastpath-probe-{run['date']}.json"
+    assert part["args"] == ["--train-size", "256", "--epochs", "1", "--only", "not compiled"]
+    probe = json.loads((folder / part["file"]).read_text())
+    assert list(probe["variants"]) == ["not compiled"]
+    assert "not compiled" in (folder / f"fastpath-probe-{run['date']}.log").read_text()
+    assert not (folder / "fastpath-probe.json").exists()
+
+
 def test_gpu_check_names_unknown_notebooks(tmp_path):
     done = _gpu_check("--allow-cpu", "--part", "notebooks", "42", tmp_path=tmp_path)
     assert done.returncode != 0 and "'42' names no single notebook" in done.stderr

@@ -18,6 +18,7 @@ import torch
 from conftest import requires_cuda
 
 from helpers.devices import pick_device
+from helpers.models import Tudui
 from helpers.timing import (
     LADDER_STEPS,
     Stopwatch,
@@ -905,6 +906,76 @@ def test_the_fastpath_probe_records_each_variant_it_runs(tmp_path):
     assert variant["compile"] is None and variant["batch"] == 2048
     assert len(variant["epoch_images_per_second"]) == 2 and variant["images_per_second"] > 0
     assert "not compiled" in done.stdout and "profile" not in record  # the profile is a GPU's
+
+
+def _probe_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fastpath_probe", ROOT / "scripts" / "fastpath_probe.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    return probe
+
+
+def test_the_probes_first_convolution_on_8_channels_is_the_same_network():
+    # the probe's variant for the slow first-layer kernel: zero channels added to the images and zero
+    # weights to the first convolution must compute what Tudui computes, and train as it trains
+    probe = _probe_module()
+    torch.manual_seed(0)
+    tudui = Tudui()
+    wide = probe.widen_first_conv(copy.deepcopy(tudui), 8)
+    assert wide[0].in_channels == 8 and torch.equal(wide[0].weight[:, :3], tudui.model[0].weight)
+    images, labels = torch.rand(32, 3, 32, 32), torch.randint(0, 10, (32,))
+    padded = probe.pad_images(images, 8)
+    assert padded.shape == (32, 8, 32, 32) and padded.is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(padded[:, :3], images) and not padded[:, 3:].any()
+    torch.testing.assert_close(wide(padded), tudui(images), rtol=1e-5, atol=1e-5)
+    for kind in (torch.optim.SGD, torch.optim.Adam):
+        nets = {"tudui": copy.deepcopy(tudui), "wide": copy.deepcopy(wide)}
+        for net, x in ((nets["tudui"], images), (nets["wide"], padded)):
+            optimizer = kind(net.parameters(), lr=0.01)
+            for _ in range(3):
+                optimizer.zero_grad()
+                torch.nn.functional.cross_entropy(net(x), labels).backward()
+                optimizer.step()
+        assert not nets["wide"][0].weight[:, 3:].any(), f"{kind.__name__}: the added weights must stay zero"
+        if (
+            kind is torch.optim.SGD
+        ):  # Adam's division by the root of tiny squared gradients magnifies rounding
+            for mine, theirs in zip(nets["wide"].parameters(), nets["tudui"].parameters(), strict=True):
+                kept = mine[:, :3] if mine.dim() == 4 and mine.shape[1] == 8 else mine
+                torch.testing.assert_close(kept, theirs, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="fewer than the 3"):
+        probe.widen_first_conv(Tudui(), 2)
+
+
+def test_the_probe_tests_after_every_epoch_as_the_bench_does_and_names_its_variants(tmp_path):
+    out = tmp_path / "probe.json"
+    command = [sys.executable, str(ROOT / "scripts" / "fastpath_probe.py"), "--train-size", "256"]
+    command += ["--test-size", "100", "--epochs", "1", "--out", str(out)]
+    env = {**os.environ, "COURSE_DATA": "synthetic"}
+    tested, wide = (
+        "as the bench: tested after every epoch",
+        "first convolution on 8 input channels (zeros added)",
+    )
+    done = subprocess.run(
+        [*command, "--only", tested, "--only", wide],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        env=env,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    variants = json.loads(out.read_text())["variants"]
+    assert variants[tested]["tested_after_every_epoch"] and len(variants[tested]["epoch_test_accuracy"]) == 3
+    assert variants[wide]["input_channels"] == 8 and "epoch_test_accuracy" not in variants[wide]
+    assert variants[wide]["images_per_second"] > 0
+    wrong = subprocess.run(
+        [*command, "--only", "batch 4069"], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env
+    )
+    assert wrong.returncode == 2 and "no variant named 'batch 4069'" in wrong.stderr
+    assert "batch 4096" in wrong.stderr  # the names it has
 
 
 def test_the_recorded_fastpath_probe_counts_each_kernel_once():
