@@ -31,6 +31,7 @@ __all__ = [
     "EpochStats",
     "LargeBatchSchedule",
     "LossStep",
+    "PaddedInputConv2d",
     "Precision",
     "bf16_supported",
     "choose_precision",
@@ -39,6 +40,7 @@ __all__ = [
     "grad_scaler",
     "sgd",
     "train_epoch",
+    "widen_first_conv",
 ]
 
 # The seed's recipe (seed 000 trains Tudui with SGD at batch 64, lr 0.01): what the rule scales from.
@@ -316,6 +318,77 @@ class LossStep(nn.Module):
     def forward(self, inputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         outputs = self.model(inputs)
         return self.loss_fn(outputs, targets), (outputs.argmax(dim=1) == targets).sum()
+
+
+class PaddedInputConv2d(nn.Conv2d):
+    """A copy of ``conv`` over ``channels`` input channels that pads its input with zero channels.
+
+    The weights of the added channels start at zero and meet only zeros, so the layer computes what
+    ``conv`` computes, and their gradients are zero: SGD and Adam (without weight decay) leave them at
+    zero. What changes is the kernel: cuDNN's fast bf16 kernels for ``channels_last`` want a channel
+    count divisible by 8 (or 4), and an image's 3 channels are neither. On one H100 (2026-11-23,
+    ``scripts/fastpath_probe.py``) one generic NHWC convolution kernel, called once a step, took 24% of
+    the fast path's kernel time; whether this layer removes it has not been measured on a GPU yet.
+    Under ``torch.compile`` the padding joins the conversion of the input that happens anyway.
+    """
+
+    def __init__(self, conv: nn.Conv2d, channels: int) -> None:
+        if not isinstance(conv, nn.Conv2d):
+            raise TypeError(f"PaddedInputConv2d copies an nn.Conv2d, got {type(conv).__name__}.")
+        channels = _args.integer(channels, "channels", "PaddedInputConv2d", minimum=1)
+        if conv.groups != 1 or channels < conv.in_channels:
+            raise ValueError(
+                f"PaddedInputConv2d: cannot widen a convolution of {conv.in_channels} input channels"
+                f"{f' in {conv.groups} groups' if conv.groups != 1 else ''} to {channels}; it adds zero "
+                "channels to an ungrouped convolution, so give at least as many as it has."
+            )
+        super().__init__(
+            channels,
+            conv.out_channels,
+            conv.kernel_size,
+            conv.stride,
+            conv.padding,
+            conv.dilation,
+            bias=conv.bias is not None,
+            padding_mode=conv.padding_mode,
+            device=conv.weight.device,
+            dtype=conv.weight.dtype,
+        )
+        self.given_channels = conv.in_channels
+        with torch.no_grad():
+            self.weight.zero_()
+            self.weight[:, : conv.in_channels].copy_(conv.weight)
+            if conv.bias is not None:
+                self.bias.copy_(conv.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        missing = self.in_channels - x.shape[1]
+        if missing > 0:
+            channels_last = x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last)
+            x = nn.functional.pad(x, (0, 0, 0, 0, 0, missing))
+            if channels_last:
+                x = x.contiguous(memory_format=torch.channels_last)
+        return super().forward(x)
+
+
+def widen_first_conv(model: nn.Module, channels: int) -> nn.Module:
+    """``model`` with its first ``nn.Conv2d`` replaced by a ``PaddedInputConv2d`` over ``channels``
+    input channels: the same function, fed the same images (3 channels for ``Tudui``). In place; the
+    model is returned. Call it before ``.to(memory_format=...)`` and before building the optimizer."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"widen_first_conv takes a model (an nn.Module), got {type(model).__name__}.")
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Conv2d):
+            parent_name, _, child = name.rpartition(".")
+            parent = model.get_submodule(parent_name) if parent_name else None
+            wide = PaddedInputConv2d(module, channels)
+            if parent is None:
+                raise TypeError(
+                    "widen_first_conv: the model is a convolution itself; use PaddedInputConv2d(conv, n)."
+                )
+            setattr(parent, child, wide)
+            return model
+    raise ValueError(f"widen_first_conv: {type(model).__name__} has no nn.Conv2d to widen.")
 
 
 # ---- a learning-rate recipe for large batches ----------------------------------------------------

@@ -83,6 +83,7 @@ from helpers.fastpath import (
     grad_scaler,
     sgd,
     train_epoch,
+    widen_first_conv,
 )
 from helpers.models import CifarNet, Tudui
 from helpers.timing import (
@@ -145,7 +146,7 @@ def device_name(device: torch.device) -> str:
 
 
 def fast_batch_for(device: torch.device) -> int:
-    """The fast path's batch by default: ``FAST_BATCH`` (512), on a CPU ``CPU_FAST_BATCH`` (128)."""
+    """The fast path's batch by default: ``FAST_BATCH`` (2,048), on a CPU ``CPU_FAST_BATCH`` (128)."""
     return CPU_FAST_BATCH if device.type == "cpu" else FAST_BATCH
 
 
@@ -221,6 +222,8 @@ def settings_for(device: torch.device, args: argparse.Namespace) -> dict:
     }
     if args.compile_scope == "step":  # only when asked: the key stays out of configs of before
         fast["compile_scope"] = "step"
+    if args.input_channels != 3:  # likewise
+        fast["input_channels"] = args.input_channels
     if args.ladder_batches is None:
         big = [2048, 8192] if device.type == "cuda" and not args.quick else []
         ladder_batches = [batch for batch in big if batch != fast_batch]
@@ -321,6 +324,8 @@ def describe_config(config: dict, settings: dict) -> str:
         )
     else:
         parts.append("not compiled" + (" (model, loss and count in one LossStep)" if whole else ""))
+    if config.get("input_channels", 3) != 3:
+        parts.append(f"first convolution on {config['input_channels']} input channels (zeros added)")
     return ", ".join(parts)
 
 
@@ -352,6 +357,8 @@ class Pipeline:
         self.config, self.device = config, device
         torch.manual_seed(seed)  # the same initial weights for every pipeline of a repeat
         model = Tudui().to(device)
+        if config.get("input_channels", 3) != 3:  # the same network, its first layer on more channels
+            model = widen_first_conv(model, config["input_channels"])
         if config["channels_last"]:
             model = model.to(memory_format=torch.channels_last)
         self.model = model
@@ -624,7 +631,8 @@ def ladder_steps(device: torch.device, settings: dict) -> list[dict]:
         add("compile", "+ torch.compile", skipped=why)
         add("cuda_graphs", "+ CUDA graphs (compile mode='reduce-overhead')", skipped="CUDA only")
     whole = fast.get("compile_scope") == "step"
-    if fast["batch_size"] != LADDER_BATCH or fast["optimizer"] != config["optimizer"] or whole:
+    wide = fast.get("input_channels", 3) != 3
+    if fast["batch_size"] != LADDER_BATCH or fast["optimizer"] != config["optimizer"] or whole or wide:
         # on a CPU back to a smaller batch; on a GPU on to a larger one, with Adam: the fast path's
         before = config["compile"]
         config = {
@@ -633,12 +641,14 @@ def ladder_steps(device: torch.device, settings: dict) -> list[dict]:
             "compile": fast["compile"],
             "optimizer": fast["optimizer"],
             **({"compile_scope": "step"} if whole else {}),
+            **({"input_channels": fast["input_channels"]} if wide else {}),
         }
         recipe = "Adam's recipe" if fast["optimizer"] == "adam" else "the recipe"
+        widened = f", first convolution on {fast['input_channels']} channels" if wide else ""
         mode = f", compile mode={fast['compile']}" if fast["compile"] and fast["compile"] != before else ""
         add(
             "fast_batch",
-            f"+ batch {fast['batch_size']} with {recipe}{mode}{', the whole step' if whole else ''} "
+            f"+ batch {fast['batch_size']} with {recipe}{mode}{', the whole step' if whole else ''}{widened} "
             "(this device's fast path)",
             config,
         )
@@ -1084,6 +1094,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="what the fast path compiles: the model (default), or the whole step: the model, the loss "
         "and the count of right answers in one graph (helpers.fastpath.LossStep; never benched on a GPU "
         "yet; scripts/fastpath_probe.py measured a loop like it)",
+    )
+    parser.add_argument(
+        "--input-channels",
+        type=int,
+        choices=(3, 4, 8),
+        default=3,
+        help="the fast path's first convolution over this many input channels, the added ones zero "
+        "(helpers.fastpath.widen_first_conv: the same network, for cuDNN's channels_last kernels; never "
+        "benched on a GPU yet)",
     )
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out of the fast path")
     parser.add_argument("--no-channels-last", action="store_true", help="leave channels_last out")

@@ -43,6 +43,7 @@ from helpers.fastpath import (  # noqa: E402
     dataset_tensors,
     sgd,
     train_epoch,
+    widen_first_conv,
 )
 from helpers.models import Tudui  # noqa: E402
 from helpers.train import evaluate  # noqa: E402
@@ -70,7 +71,8 @@ VARIANTS = {
     "as the bench: tested after every epoch": {"test_between": True},
     # Why one convolution kernel took 24% of the step's kernel time: the first convolution has 3
     # input channels, and cuDNN's fast bf16 kernels for channels_last want a multiple of 8 (or 4).
-    # The images get zero channels added and the convolution zero weights for them: the same network.
+    # That layer pads its input with zero channels and has zero weights for them: the same network
+    # (helpers.fastpath.PaddedInputConv2d), fed the same images.
     "first convolution on 4 input channels (zeros added)": {"pad": 4},
     "first convolution on 8 input channels (zeros added)": {"pad": 8},
     "whole step compiled, mode=reduce-overhead, 8 input channels": {
@@ -79,32 +81,6 @@ VARIANTS = {
         "pad": 8,
     },
 }
-
-
-def widen_first_conv(model: Tudui, channels: int) -> nn.Sequential:
-    """``Tudui``'s layers with the first convolution taking ``channels`` input channels, the added ones
-    with zero weights. Fed images with ``channels - 3`` zero channels added (``pad_images``), it is the
-    same network: the added weights meet only zeros, so their gradients are zero and they stay zero
-    under SGD and Adam (without weight decay)."""
-    first = model.model[0]
-    if channels < first.in_channels:
-        raise ValueError(
-            f"widen_first_conv: {channels} channels is fewer than the {first.in_channels} it has"
-        )
-    wide = nn.Conv2d(channels, first.out_channels, first.kernel_size, first.stride, first.padding)
-    wide = wide.to(first.weight.device)
-    with torch.no_grad():
-        wide.weight.zero_()
-        wide.weight[:, : first.in_channels].copy_(first.weight)
-        wide.bias.copy_(first.bias)
-    return nn.Sequential(wide, *list(model.model)[1:])
-
-
-def pad_images(images: torch.Tensor, channels: int) -> torch.Tensor:
-    """``images`` (N, C, H, W) with zero channels added up to ``channels``, in channels_last."""
-    n, c, h, w = images.shape
-    zeros = images.new_zeros(n, channels - c, h, w)
-    return torch.cat([images, zeros], dim=1).contiguous(memory_format=torch.channels_last)
 
 
 def _epoch_whole_step(step_fn, loader, optimizer, schedule, first_step, device, no_stats):
@@ -133,7 +109,6 @@ def run_variant(name: str, change: dict, images, labels, device, epochs: int, te
     model = Tudui().to(device).to(memory_format=torch.channels_last)
     if change.get("pad"):
         model = widen_first_conv(model, change["pad"]).to(memory_format=torch.channels_last)
-        images = pad_images(images, change["pad"])
     test_between = change.get("test_between", False)
     if test_between and test_loader is None:
         raise ValueError(f"{name}: needs test images (main loads them when a variant tests)")

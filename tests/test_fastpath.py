@@ -1,6 +1,7 @@
 """helpers.fastpath: DeviceLoader gives DataLoader's batches, dataset_tensors gives ToTensor's values, the
 large-batch schedule's rates, the choice of mixed precision, and a real GradScaler that steps and skips."""
 
+import copy
 import math
 import shutil
 
@@ -19,6 +20,7 @@ from helpers.fastpath import (
     DeviceLoader,
     LargeBatchSchedule,
     LossStep,
+    PaddedInputConv2d,
     _precision_for,
     adam,
     bf16_supported,
@@ -27,7 +29,9 @@ from helpers.fastpath import (
     grad_scaler,
     sgd,
     train_epoch,
+    widen_first_conv,
 )
+from helpers.models import Tudui
 from helpers.train import train_one_epoch
 
 
@@ -594,3 +598,53 @@ def test_fused_sgd_is_used_where_torch_has_it_and_refused_clearly_where_not():
         assert optimizer.defaults["momentum"] == 0.9
     optimizer, _ = sgd(meta.parameters(), 0.1, fused=True, momentum=0.9)
     assert optimizer.defaults["momentum"] == 0.9
+
+
+def test_a_first_convolution_widened_with_zeros_is_the_same_network():
+    # the candidate for the slow first-layer kernel of the H100 profile: Tudui with its first
+    # convolution over 8 input channels (zero weights, zero channels added to its input) must compute
+    # what Tudui computes, train as it trains, and keep the added weights at zero
+    torch.manual_seed(0)
+    tudui = Tudui()
+    wide = widen_first_conv(copy.deepcopy(tudui), 8)
+    first = wide.model[0]
+    assert isinstance(first, PaddedInputConv2d) and first.in_channels == 8 and first.given_channels == 3
+    assert torch.equal(first.weight[:, :3], tudui.model[0].weight) and not first.weight[:, 3:].any()
+    assert sum(p.numel() for p in wide.parameters()) == 145_578 + 32 * 5 * 5 * 5
+    images, labels = torch.rand(32, 3, 32, 32), torch.randint(0, 10, (32,))
+    torch.testing.assert_close(wide(images), tudui(images), rtol=1e-5, atol=1e-5)
+    for layout in (torch.contiguous_format, torch.channels_last):  # either layout in, the same out
+        net = copy.deepcopy(wide).to(memory_format=layout)
+        torch.testing.assert_close(
+            net(images.contiguous(memory_format=layout)), tudui(images), rtol=1e-5, atol=1e-5
+        )
+    for kind in (torch.optim.SGD, torch.optim.Adam):
+        nets = {"tudui": copy.deepcopy(tudui), "wide": copy.deepcopy(wide)}
+        for net in nets.values():
+            optimizer = kind(net.parameters(), lr=0.01)
+            for _ in range(3):
+                optimizer.zero_grad()
+                nn.functional.cross_entropy(net(images), labels).backward()
+                optimizer.step()
+        assert not nets["wide"].model[0].weight[:, 3:].any(), (
+            f"{kind.__name__}: the added weights must stay 0"
+        )
+        if (
+            kind is torch.optim.SGD
+        ):  # Adam's division by the root of tiny squared gradients magnifies rounding
+            for mine, theirs in zip(nets["wide"].parameters(), nets["tudui"].parameters(), strict=True):
+                kept = mine[:, :3] if mine.shape[1:2] == (8,) and mine.dim() == 4 else mine
+                torch.testing.assert_close(kept, theirs, rtol=1e-5, atol=1e-6)
+
+
+def test_widening_refuses_what_it_cannot_widen():
+    with pytest.raises(ValueError, match="cannot widen a convolution of 3 input channels to 2"):
+        widen_first_conv(Tudui(), 2)
+    with pytest.raises(ValueError, match="in 2 groups"):
+        PaddedInputConv2d(nn.Conv2d(4, 4, 3, groups=2), 8)
+    with pytest.raises(ValueError, match="has no nn.Conv2d"):
+        widen_first_conv(nn.Linear(3, 4), 8)
+    with pytest.raises(TypeError, match="is a convolution itself"):
+        widen_first_conv(nn.Conv2d(3, 4, 3), 8)
+    with pytest.raises(TypeError, match="copies an nn.Conv2d"):
+        PaddedInputConv2d(nn.Linear(3, 4), 8)

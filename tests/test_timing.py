@@ -18,7 +18,6 @@ import torch
 from conftest import requires_cuda
 
 from helpers.devices import pick_device
-from helpers.models import Tudui
 from helpers.timing import (
     LADDER_STEPS,
     Stopwatch,
@@ -200,14 +199,22 @@ def _bench(out, *options):
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
 
 
+def _bench_result(out, *options):
+    """``_bench`` that must succeed: its printout and the JSON it wrote into ``out``."""
+    done = _bench(out, *options)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (path,) = Path(out).glob("*.json")
+    return done.stdout, json.loads(path.read_text())
+
+
 @pytest.fixture(scope="module")
 def cpu_run(tmp_path_factory):
     """A real, short benchmark run on this machine's CPU, written to a temporary folder."""
     out = tmp_path_factory.mktemp("bench")
-    done = _bench(out, "--train-size", "256", "--test-size", "200", "--epochs", "2", "--repeats", "2")
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    (path,) = out.glob("*.json")
-    return out, done.stdout, json.loads(path.read_text())
+    printed, result = _bench_result(
+        out, "--train-size", "256", "--test-size", "200", "--epochs", "2", "--repeats", "2"
+    )
+    return out, printed, result
 
 
 PATHS = ("seed_pipeline", "fast_path", "linear_scaling_only")
@@ -566,13 +573,10 @@ def test_the_fast_path_trains_with_sgd_up_to_its_limit_and_with_adam_past_it():
 
 
 def test_past_the_limit_the_bench_runs_adam_in_every_path_and_on_the_ladders_top(tmp_path):
-    done = _bench(
+    _, result = _bench_result(
         tmp_path, "--train-size", "256", "--test-size", "200", "--epochs", "2", "--repeats", "1",
         "--fast-batch", "1024", "--skip", "demo", "--skip", "sweep",
     )  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    (path,) = tmp_path.glob("*.json")
-    result = json.loads(path.read_text())
     assert result["settings"]["fast_config"]["optimizer"] == "adam"
     run = result["runs"][0]
     peak = f"lr {0.001 * 8**0.5:g} = 0.001 x sqrt(1024/128)"
@@ -908,47 +912,6 @@ def test_the_fastpath_probe_records_each_variant_it_runs(tmp_path):
     assert "not compiled" in done.stdout and "profile" not in record  # the profile is a GPU's
 
 
-def _probe_module():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("fastpath_probe", ROOT / "scripts" / "fastpath_probe.py")
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
-    return probe
-
-
-def test_the_probes_first_convolution_on_8_channels_is_the_same_network():
-    # the probe's variant for the slow first-layer kernel: zero channels added to the images and zero
-    # weights to the first convolution must compute what Tudui computes, and train as it trains
-    probe = _probe_module()
-    torch.manual_seed(0)
-    tudui = Tudui()
-    wide = probe.widen_first_conv(copy.deepcopy(tudui), 8)
-    assert wide[0].in_channels == 8 and torch.equal(wide[0].weight[:, :3], tudui.model[0].weight)
-    images, labels = torch.rand(32, 3, 32, 32), torch.randint(0, 10, (32,))
-    padded = probe.pad_images(images, 8)
-    assert padded.shape == (32, 8, 32, 32) and padded.is_contiguous(memory_format=torch.channels_last)
-    assert torch.equal(padded[:, :3], images) and not padded[:, 3:].any()
-    torch.testing.assert_close(wide(padded), tudui(images), rtol=1e-5, atol=1e-5)
-    for kind in (torch.optim.SGD, torch.optim.Adam):
-        nets = {"tudui": copy.deepcopy(tudui), "wide": copy.deepcopy(wide)}
-        for net, x in ((nets["tudui"], images), (nets["wide"], padded)):
-            optimizer = kind(net.parameters(), lr=0.01)
-            for _ in range(3):
-                optimizer.zero_grad()
-                torch.nn.functional.cross_entropy(net(x), labels).backward()
-                optimizer.step()
-        assert not nets["wide"][0].weight[:, 3:].any(), f"{kind.__name__}: the added weights must stay zero"
-        if (
-            kind is torch.optim.SGD
-        ):  # Adam's division by the root of tiny squared gradients magnifies rounding
-            for mine, theirs in zip(nets["wide"].parameters(), nets["tudui"].parameters(), strict=True):
-                kept = mine[:, :3] if mine.dim() == 4 and mine.shape[1] == 8 else mine
-                torch.testing.assert_close(kept, theirs, rtol=1e-5, atol=1e-6)
-    with pytest.raises(ValueError, match="fewer than the 3"):
-        probe.widen_first_conv(Tudui(), 2)
-
-
 def test_the_probe_tests_after_every_epoch_as_the_bench_does_and_names_its_variants(tmp_path):
     out = tmp_path / "probe.json"
     command = [sys.executable, str(ROOT / "scripts" / "fastpath_probe.py"), "--train-size", "256"]
@@ -991,17 +954,31 @@ def test_the_bench_can_compile_the_whole_step_and_says_so(tmp_path):
     # --compile-scope step: the model, the loss and the count of right answers in one LossStep
     # (compiled as one graph where the fast path compiles; never benched on a GPU yet). Here on the
     # CPU, not compiled: the runs train, the ladder's top rung is this fast path, and the words say so.
-    done = _bench(
+    printed, result = _bench_result(
         tmp_path, "--train-size", "256", "--test-size", "200", "--epochs", "2", "--repeats", "1",
         "--compile-scope", "step", "--skip", "demo", "--skip", "sweep",
     )  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    (path,) = tmp_path.glob("*.json")
-    result = json.loads(path.read_text())
     fast = result["settings"]["fast_config"]
     assert fast["compile_scope"] == "step" and fast["compile"] is None
     assert result["runs"][0]["fast_path"]["status"] == "ok"
-    assert "not compiled (model, loss and count in one LossStep)" in done.stdout
+    assert "not compiled (model, loss and count in one LossStep)" in printed
     top = result["ladder"][-1]
     assert top["fast_path"] and top["config"]["compile_scope"] == "step" and "the whole step" in top["step"]
     assert all("compile_scope" not in (r["config"] or {}) for r in result["ladder"][:-1])
+
+
+def test_the_bench_can_widen_the_first_convolution_and_says_so(tmp_path):
+    # --input-channels 8: the fast path's first convolution over 8 input channels, zeros added
+    # (helpers.fastpath.widen_first_conv; never benched on a GPU yet). On the CPU: the runs train from
+    # the same initial weights as before, the ladder's top rung is this fast path, the words say so.
+    printed, result = _bench_result(
+        tmp_path, "--train-size", "256", "--test-size", "200", "--epochs", "2", "--repeats", "1",
+        "--input-channels", "8", "--skip", "demo", "--skip", "sweep",
+    )  # fmt: skip
+    fast = result["settings"]["fast_config"]
+    assert fast["input_channels"] == 8
+    assert result["runs"][0]["fast_path"]["status"] == "ok"
+    assert "first convolution on 8 input channels (zeros added)" in printed
+    top = result["ladder"][-1]
+    assert top["fast_path"] and top["config"]["input_channels"] == 8 and "on 8 channels" in top["step"]
+    assert all("input_channels" not in (r["config"] or {}) for r in result["ladder"][:-1])
