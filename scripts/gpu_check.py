@@ -6,6 +6,7 @@
     python scripts/gpu_check.py --part notebooks 00 01 02    # some notebooks (default: all)
     python scripts/gpu_check.py --part bench                 # make bench
     python scripts/gpu_check.py --part probe                 # scripts/fastpath_probe.py
+    python scripts/gpu_check.py --part loaders               # scripts/loader_probe.py
     python scripts/gpu_check.py --import-run DIR ...         # store a run recorded elsewhere
 
 Everything goes to ``results/gpu/<device>/`` (``<device>`` from the GPU's name, with the count when
@@ -15,7 +16,8 @@ kernel, in default mode, with its outputs, progress bars removed), ``notebook-se
 ``bench.log`` beside ``make bench``'s own ``results/bench-cuda-*.json``. The notebook times also go to
 ``results/notebook-times-<machine>.json``, the file the README's timing table is made from. The
 probe of the fast path's step (``scripts/fastpath_probe.py``) writes ``fastpath-probe-<date>.json``
-and ``.log``, dated so that a new probe never replaces one that the course's texts quote.
+and ``.log``, dated so that a new probe never replaces one that the course's texts quote; the probe
+of the notebooks' DataLoaders (``scripts/loader_probe.py``), ``loader-probe-<date>.json`` and ``.log``.
 
 Each part adds to the same folder, so the parts can run in separate sessions: on a machine that
 allows only short commands (10 minutes), run ``--part tests``, then ``--part notebooks`` for a few
@@ -46,7 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 sys.path.insert(0, str(ROOT / "scripts"))  # time_notebooks, next to this file
 
-PARTS = ("tests", "notebooks", "bench", "probe")
+PARTS = ("tests", "notebooks", "bench", "probe", "loaders")
 DEFAULT_OUT = ROOT / "results" / "gpu"
 
 
@@ -309,19 +311,24 @@ def part_bench(folder: Path, machine: dict, bench_args: list[str]) -> dict:
     return {"exit_code": done.returncode, "seconds": seconds, "args": bench_args}
 
 
-def part_probe(folder: Path, machine: dict, probe_args: list[str]) -> dict:
-    """``scripts/fastpath_probe.py``, its JSON and its printout under the run's date (never replacing
-    an earlier probe: ``fastpath-probe.json`` is the first, quoted by the course's texts)."""
-    stem = f"fastpath-probe-{machine['date']}"
+def part_script(folder: Path, machine: dict, script: str, stem: str, script_args: list[str]) -> dict:
+    """``scripts/<script>`` with ``--out <stem>-<date>.json``, its printout in ``<stem>-<date>.log``: dated,
+    so that a new probe never replaces an earlier one (``fastpath-probe.json`` is the first, quoted by the
+    course's texts)."""
+    stem = f"{stem}-{machine['date']}"
     log, out = folder / f"{stem}.log", folder / f"{stem}.json"
-    command = [sys.executable, str(ROOT / "scripts" / "fastpath_probe.py"), "--out", str(out), *probe_args]
+    command = [sys.executable, str(ROOT / "scripts" / script), "--out", str(out), *script_args]
     print("$ " + " ".join(command[1:]), flush=True)
     start = time.perf_counter()
     with log.open("w") as printed:
         done = subprocess.run(command, cwd=ROOT, stdout=printed, stderr=subprocess.STDOUT, text=True)
     seconds = round(time.perf_counter() - start, 1)
     print("\n".join(log.read_text().strip().splitlines()[-3:]), flush=True)
-    return {"exit_code": done.returncode, "seconds": seconds, "args": probe_args, "file": out.name}
+    return {"exit_code": done.returncode, "seconds": seconds, "args": script_args, "file": out.name}
+
+
+# the probes, each a script of its own: part -> (script, file stem)
+PROBES = {"probe": ("fastpath_probe.py", "fastpath-probe"), "loaders": ("loader_probe.py", "loader-probe")}
 
 
 def _notebook_paths(names: list[str]) -> list[Path]:
@@ -380,6 +387,9 @@ def main(argv: list[str] | None = None) -> int:
         "--probe-args", default="", help="arguments for scripts/fastpath_probe.py, in one string"
     )
     parser.add_argument(
+        "--loaders-args", default="", help="arguments for scripts/loader_probe.py, in one string"
+    )
+    parser.add_argument(
         "--commit", help="the commit checked, where this copy is not a git checkout (default: git's HEAD)"
     )
     parser.add_argument("--allow-cpu", action="store_true", help="run without a GPU (to test the layout)")
@@ -426,7 +436,9 @@ def main(argv: list[str] | None = None) -> int:
             record = part_bench(folder, machine, args.bench_args.split())
             failed |= record["exit_code"] != 0
         else:
-            record = part_probe(folder, machine, shlex.split(args.probe_args))
+            script, stem = PROBES[part]
+            given = args.probe_args if part == "probe" else args.loaders_args
+            record = part_script(folder, machine, script, stem, shlex.split(given))
             failed |= record["exit_code"] != 0
         key = (
             f"tests {' '.join(args.names)}"

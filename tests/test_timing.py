@@ -982,3 +982,47 @@ def test_the_bench_can_widen_the_first_convolution_and_says_so(tmp_path):
     top = result["ladder"][-1]
     assert top["fast_path"] and top["config"]["input_channels"] == 8 and "on 8 channels" in top["step"]
     assert all("input_channels" not in (r["config"] or {}) for r in result["ladder"][:-1])
+
+
+def test_the_loader_probe_times_each_setting_with_and_without_the_step(tmp_path):
+    """scripts/loader_probe.py (for the next GPU run: how fast the notebooks' DataLoaders can feed it),
+    here on the CPU with a few images: the settings it names for 16 cores, and three of them run."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("loader_probe", ROOT / "scripts" / "loader_probe.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    names = list(probe.settings(16))  # the H100 machine's cores
+    assert names[:6] == ["no workers", "1 worker", "2 workers", "4 workers", "8 workers", "15 workers"]
+    assert "15 workers, persistent, pinned" in names and "Tudui's step, 4 workers" in names
+    assert all("4 worker" not in name for name in probe.settings(2))  # 2 cores: 1 worker at most
+    out = tmp_path / "loaders.json"
+    step, ceiling = (
+        "Tudui's step, 1 worker, persistent, pinned",
+        "Tudui's step, the data on the device (the ceiling)",
+    )
+    command = [
+        sys.executable,
+        str(ROOT / "scripts" / "loader_probe.py"),
+        "--train-size",
+        "256",
+        "--epochs",
+        "2",
+    ]
+    command += ["--only", "1 worker, persistent", "--only", step, "--only", ceiling, "--out", str(out)]
+    env = {**os.environ, "COURSE_DATA": "synthetic", "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    settings = json.loads(out.read_text())["settings"]
+    assert list(settings) == ["1 worker, persistent", step, ceiling]
+    assert (
+        settings["1 worker, persistent"]["persistent"]
+        and not settings["1 worker, persistent"]["training_step"]
+    )
+    assert settings[step]["training_step"] and not settings[step]["pin_memory"]  # pinning is CUDA's only
+    assert settings[ceiling]["data_on_device"] and settings[ceiling]["workers"] is None
+    assert all(len(s["epoch_images_per_second"]) == 2 for s in settings.values())
+    wrong = subprocess.run(
+        [*command[:2], "--only", "3 workers"], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env
+    )
+    assert wrong.returncode == 2 and "no setting named '3 workers'" in wrong.stderr
