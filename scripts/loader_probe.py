@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{record['device']}, torch {torch.__version__}, {cores} cores", flush=True)
     for name, how in chosen.items():
         if args.only and name not in args.only:
-            continue
+            continue  # --only: the named settings, in this order
         record["settings"][name] = run_setting(name, how, args.train_size, device, args.epochs)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

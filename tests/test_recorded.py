@@ -311,38 +311,39 @@ def test_notebook_times_go_to_results_only_from_the_default_folder(tmp_path):
     assert sorted(p.name for p in (ROOT / "results").iterdir()) == before
 
 
+def _gpu_check_part(tmp_path, part, flag, script_args, stem):
+    """``gpu_check --part <part>`` on the CPU: (its folder, its part record, its JSON, its log's text),
+    the files checked to carry the run's date in their names."""
+    done = _gpu_check("--allow-cpu", "--part", part, flag, script_args, tmp_path=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (folder,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    run = json.loads((folder / "run.json").read_text())
+    record = run["parts"][part]
+    assert record["exit_code"] == 0 and record["file"] == f"{stem}-{run['date']}.json"
+    log = (folder / f"{stem}-{run['date']}.log").read_text()
+    return folder, record, json.loads((folder / record["file"]).read_text()), log
+
+
 def test_gpu_check_runs_the_probe_under_the_date_beside_the_first_probe(tmp_path):
     """--part probe: scripts/fastpath_probe.py, its JSON and printout dated, so that the recorded
     fastpath-probe.json (quoted by 06 and the READMEs) is never replaced; here on the CPU, one variant."""
     probe_args = "--train-size 256 --epochs 1 --only 'not compiled'"
-    done = _gpu_check("--allow-cpu", "--part", "probe", "--probe-args", probe_args, tmp_path=tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
-    (folder,) = [p for p in tmp_path.iterdir() if p.is_dir()]
-    run = json.loads((folder / "run.json").read_text())
-    part = run["parts"]["probe"]
-    assert part["exit_code"] == 0 and part["file"] == f"fastpath-probe-{run['date']}.json"
+    folder, part, probe, log = _gpu_check_part(
+        tmp_path, "probe", "--probe-args", probe_args, "fastpath-probe"
+    )
     assert part["args"] == ["--train-size", "256", "--epochs", "1", "--only", "not compiled"]
-    probe = json.loads((folder / part["file"]).read_text())
-    assert list(probe["variants"]) == ["not compiled"]
-    assert "not compiled" in (folder / f"fastpath-probe-{run['date']}.log").read_text()
+    assert list(probe["variants"]) == ["not compiled"] and "not compiled" in log
     assert not (folder / "fastpath-probe.json").exists()
 
 
 def test_gpu_check_runs_the_loader_probe_under_the_date(tmp_path):
     loaders_args = "--train-size 256 --epochs 2 --only 'no workers' --only '1 worker'"
-    done = _gpu_check("--allow-cpu", "--part", "loaders", "--loaders-args", loaders_args, tmp_path=tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
-    (folder,) = [p for p in tmp_path.iterdir() if p.is_dir()]
-    run = json.loads((folder / "run.json").read_text())
-    part = run["parts"]["loaders"]
-    assert part["exit_code"] == 0 and part["file"] == f"loader-probe-{run['date']}.json"
-    probe = json.loads((folder / part["file"]).read_text())
-    assert list(probe["settings"]) == ["no workers", "1 worker"]
+    _, _, probe, log = _gpu_check_part(tmp_path, "loaders", "--loaders-args", loaders_args, "loader-probe")
+    assert list(probe["settings"]) == ["no workers", "1 worker"] and "1 worker " in log
     one = probe["settings"]["1 worker"]
     assert one["workers"] == 1 and not one["persistent"] and not one["training_step"]
     assert len(one["epoch_images_per_second"]) == 2 and min(one["epoch_images_per_second"]) > 0
     assert len(one["first_batch_seconds"]) == 2 and one["images_per_second_after_the_first_epoch"] > 0
-    assert "1 worker " in (folder / f"loader-probe-{run['date']}.log").read_text()
 
 
 def test_gpu_check_names_unknown_notebooks(tmp_path):

@@ -950,38 +950,31 @@ def test_the_recorded_fastpath_probe_counts_each_kernel_once():
     assert profile["gpu_busy_fraction"] < 1  # kernels cannot run longer than the wall clock
 
 
-def test_the_bench_can_compile_the_whole_step_and_says_so(tmp_path):
-    # --compile-scope step: the model, the loss and the count of right answers in one LossStep
-    # (compiled as one graph where the fast path compiles; never benched on a GPU yet). Here on the
-    # CPU, not compiled: the runs train, the ladder's top rung is this fast path, and the words say so.
+@pytest.mark.parametrize(
+    ("option", "key", "value", "words", "rung"),
+    [
+        # the model, the loss and the count of right answers in one LossStep (compiled as one graph
+        # where the fast path compiles; here on the CPU, not compiled)
+        ("--compile-scope step", "compile_scope", "step",
+         "not compiled (model, loss and count in one LossStep)", "the whole step"),
+        # the first convolution over 8 input channels, zeros added (helpers.fastpath.widen_first_conv)
+        ("--input-channels 8", "input_channels", 8, "first convolution on 8 input channels (zeros added)",
+         "first convolution on 8 channels"),
+    ],
+)  # fmt: skip
+def test_the_bench_takes_the_fast_paths_candidates_and_says_so(tmp_path, option, key, value, words, rung):
+    # options for the next GPU run, never benched on a GPU yet: on the CPU the runs train, the
+    # ladder's top rung is this fast path (and only it has the option), and the words say so
     printed, result = _bench_result(
         tmp_path, "--train-size", "256", "--test-size", "200", "--epochs", "2", "--repeats", "1",
-        "--compile-scope", "step", "--skip", "demo", "--skip", "sweep",
+        *option.split(), "--skip", "demo", "--skip", "sweep",
     )  # fmt: skip
     fast = result["settings"]["fast_config"]
-    assert fast["compile_scope"] == "step" and fast["compile"] is None
-    assert result["runs"][0]["fast_path"]["status"] == "ok"
-    assert "not compiled (model, loss and count in one LossStep)" in printed
+    assert fast[key] == value and (key != "compile_scope" or fast["compile"] is None)
+    assert result["runs"][0]["fast_path"]["status"] == "ok" and words in printed
     top = result["ladder"][-1]
-    assert top["fast_path"] and top["config"]["compile_scope"] == "step" and "the whole step" in top["step"]
-    assert all("compile_scope" not in (r["config"] or {}) for r in result["ladder"][:-1])
-
-
-def test_the_bench_can_widen_the_first_convolution_and_says_so(tmp_path):
-    # --input-channels 8: the fast path's first convolution over 8 input channels, zeros added
-    # (helpers.fastpath.widen_first_conv; never benched on a GPU yet). On the CPU: the runs train from
-    # the same initial weights as before, the ladder's top rung is this fast path, the words say so.
-    printed, result = _bench_result(
-        tmp_path, "--train-size", "256", "--test-size", "200", "--epochs", "2", "--repeats", "1",
-        "--input-channels", "8", "--skip", "demo", "--skip", "sweep",
-    )  # fmt: skip
-    fast = result["settings"]["fast_config"]
-    assert fast["input_channels"] == 8
-    assert result["runs"][0]["fast_path"]["status"] == "ok"
-    assert "first convolution on 8 input channels (zeros added)" in printed
-    top = result["ladder"][-1]
-    assert top["fast_path"] and top["config"]["input_channels"] == 8 and "on 8 channels" in top["step"]
-    assert all("input_channels" not in (r["config"] or {}) for r in result["ladder"][:-1])
+    assert top["fast_path"] and top["config"][key] == value and rung in top["step"]
+    assert all(key not in (r["config"] or {}) for r in result["ladder"][:-1])
 
 
 def test_the_loader_probe_times_each_setting_with_and_without_the_step(tmp_path):
