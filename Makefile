@@ -55,7 +55,8 @@ bench: setup
 # On a machine with a CUDA GPU: the unit tests, every notebook in default mode (executed copies kept),
 # and the bench, recorded in results/gpu/<device>/ (see scripts/gpu_check.py). One part at a time:
 # `make gpu-check GPU_CHECK_ARGS="--part tests"`, `"--part notebooks 00 01 02 03"`, `"--part bench"`,
-# `"--part probe"` (scripts/fastpath_probe.py, written under the date).
+# `"--part probe"` (scripts/fastpath_probe.py) and `"--part loaders"` (scripts/loader_probe.py), written
+# under the date.
 # It uses .venv when there is one, else python3 (a GPU machine with its own torch and no registry).
 GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
 gpu-check:

@@ -37,6 +37,7 @@ __all__ = [
     "choose_precision",
     "dataset_tensors",
     "adam",
+    "added_weights_max",
     "grad_scaler",
     "sgd",
     "train_epoch",
@@ -324,12 +325,14 @@ class PaddedInputConv2d(nn.Conv2d):
     """A copy of ``conv`` over ``channels`` input channels that pads its input with zero channels.
 
     The weights of the added channels start at zero and meet only zeros, so the layer computes what
-    ``conv`` computes, and their gradients are zero: SGD and Adam (without weight decay) leave them at
-    zero. What changes is the kernel: cuDNN's fast bf16 kernels for ``channels_last`` want a channel
-    count divisible by 8 (or 4), and an image's 3 channels are neither. On one H100 (2026-11-23,
-    ``scripts/fastpath_probe.py``) one generic NHWC convolution kernel, called once a step, took 24% of
-    the fast path's kernel time; whether this layer removes it has not been measured on a GPU yet.
-    Under ``torch.compile`` the padding joins the conversion of the input that happens anyway.
+    ``conv`` computes, and their gradients are zero: SGD and Adam leave them at zero (weight decay too:
+    a decayed zero is zero). ``added_weights_max`` reads back how far they moved, so that a run on a
+    GPU, whose kernels round differently, shows that they stayed at zero. What changes is the kernel:
+    cuDNN's fast bf16 kernels for ``channels_last`` want a channel count divisible by 8 (or 4), and an
+    image's 3 channels are neither. On one H100 (2026-11-23, ``scripts/fastpath_probe.py``) one generic
+    NHWC convolution kernel, called once a step, took 24% of the fast path's kernel time; whether this
+    layer removes it has not been measured on a GPU yet. Under ``torch.compile`` the padding joins the
+    conversion of the input that happens anyway.
     """
 
     def __init__(self, conv: nn.Conv2d, channels: int) -> None:
@@ -361,14 +364,27 @@ class PaddedInputConv2d(nn.Conv2d):
             if conv.bias is not None:
                 self.bias.copy_(conv.bias)
 
+    def pad_input(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` (N, C, H, W) or (C, H, W) with zero channels added up to ``in_channels``, in its layout."""
+        missing = self.in_channels - x.shape[-3]
+        if missing <= 0:
+            return x
+        channels_last = x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last)
+        x = nn.functional.pad(x, (0, 0, 0, 0, 0, missing))
+        # F.pad keeps channels_last in the torch versions tried; say so rather than rely on it
+        return x.contiguous(memory_format=torch.channels_last) if channels_last else x
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        missing = self.in_channels - x.shape[1]
-        if missing > 0:
-            channels_last = x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last)
-            x = nn.functional.pad(x, (0, 0, 0, 0, 0, missing))
-            if channels_last:
-                x = x.contiguous(memory_format=torch.channels_last)
-        return super().forward(x)
+        return super().forward(self.pad_input(x))
+
+
+def added_weights_max(model: nn.Module) -> float | None:
+    """The largest ``|weight|`` of the channels that ``widen_first_conv`` added (0.0 while the model is
+    the same network as before), or ``None`` for a model without a ``PaddedInputConv2d``."""
+    added = [m.weight[:, m.given_channels :] for m in model.modules() if isinstance(m, PaddedInputConv2d)]
+    if not added:
+        return None
+    return max(float(w.detach().abs().max()) if w.numel() else 0.0 for w in added)
 
 
 def widen_first_conv(model: nn.Module, channels: int) -> nn.Module:

@@ -78,6 +78,7 @@ from helpers.fastpath import (
     LargeBatchSchedule,
     LossStep,
     adam,
+    added_weights_max,
     choose_precision,
     dataset_tensors,
     grad_scaler,
@@ -238,8 +239,14 @@ def settings_for(device: torch.device, args: argparse.Namespace) -> dict:
         "ladder_batches": ladder_batches,
         "train_size": train_size,  # None: all of it (filled in once the data is loaded)
         "test_size": test_size,
+        "test_after_the_run": args.test_after_the_run,
         "timed": (
-            "training only (testing after each epoch is left out); images/s: the median over epochs 2 and "
+            (
+                "training only (each epoch's weights are copied and tested after the run); "
+                if args.test_after_the_run
+                else "training only (testing after each epoch is left out); "
+            )
+            + "images/s: the median over epochs 2 and "
             "later of each epoch's images / seconds (the mean over them beside it), the first epoch being "
             f"warm-up; before each run, {WARMUP_STEPS} warm-up steps per batch shape on the same model at "
             "lr 0, its weights restored after, timed apart (compilation happens there)"
@@ -457,9 +464,23 @@ class Pipeline:
 
 
 def train_run(
-    pipe: Pipeline, data: dict, device: torch.device, epochs: int, label: str, *, test: bool
+    pipe: Pipeline,
+    data: dict,
+    device: torch.device,
+    epochs: int,
+    label: str,
+    *,
+    test: bool,
+    test_after: bool = False,
 ) -> dict:
-    """Train ``pipe`` for ``epochs``, timing each epoch (and testing after it when ``test``)."""
+    """Train ``pipe`` for ``epochs``, timing each epoch (and testing after it when ``test``).
+
+    With ``test_after`` each epoch's weights are copied (on the device, outside the timing) and
+    tested once the run is over: the same accuracies, but the epochs run one after the other with
+    no testing between them, as ``scripts/fastpath_probe.py`` runs them (on the H100 the bench
+    timed the fast path at 517,000 images/s and the probe at 635,000; whether the testing between
+    epochs is why is what the probe's variant "as the bench: tested after every epoch" measures).
+    """
     print(f"  {label}:", flush=True)
     record = {
         "lr": pipe.lr_text,
@@ -471,6 +492,9 @@ def train_run(
         "status": "ok",
         "error": None,
     }
+    if test and test_after:
+        record["tested_after_the_run"] = True
+    snapshots = []  # with test_after: each epoch's weights, tested once the run is over
     try:
         record["warmup_seconds"] = pipe.warm_up(data)
         print(
@@ -497,7 +521,9 @@ def train_run(
                 f"    epoch {epoch + 1}: {watch.seconds:7.2f} s, {stats.samples / watch.seconds:10,.0f} "
                 f"images/s, lr {stats.lr:.4g}, train loss {stats.loss:.3f}"
             )
-            if test:
+            if test and test_after:
+                snapshots.append({k: v.detach().clone() for k, v in pipe.model.state_dict().items()})
+            elif test:
                 _, accuracy = evaluate(
                     pipe.model, data["test_loader"], nn.CrossEntropyLoss(), device, progress=False
                 )
@@ -510,6 +536,16 @@ def train_run(
         print(f"    NON-FINITE: {record['error']}", flush=True)
     finally:
         pipe.close()
+    widened = added_weights_max(pipe.model)
+    if widened is not None:  # 0.0 while the widened network is still the same network
+        record["added_weights_max"] = widened
+    for epoch, weights in enumerate(snapshots, 1):
+        pipe.model.load_state_dict(weights)
+        _, accuracy = evaluate(pipe.model, data["test_loader"], nn.CrossEntropyLoss(), device, progress=False)
+        record["epoch_test_accuracy"].append(accuracy)
+        print(
+            f"    epoch {epoch}: test accuracy {accuracy:.1%} (its weights, tested after the run)", flush=True
+        )
     seconds, images = record["epoch_seconds"], record["epoch_images"]
     record["first_epoch_seconds"] = seconds[0] if seconds else None
     # Steady throughput: the median over epochs 2 and later, so that one epoch slowed by other work on
@@ -543,7 +579,13 @@ def run_paths(data: dict, settings: dict, device: torch.device) -> list[dict]:
             epochs = settings["epochs"] if path == "seed_pipeline" else settings["fast_epochs"]
             pipe = Pipeline(configs[path], data, device, epochs, SEED + repeat, settings)
             run[path] = train_run(
-                pipe, data, device, epochs, f"run {repeat + 1}, {PATH_NAMES[path]}", test=True
+                pipe,
+                data,
+                device,
+                epochs,
+                f"run {repeat + 1}, {PATH_NAMES[path]}",
+                test=True,
+                test_after=settings.get("test_after_the_run", False),
             )
         seed, fast = run["seed_pipeline"], run["fast_path"]
         run["ratio"] = (
@@ -1103,6 +1145,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="the fast path's first convolution over this many input channels, the added ones zero "
         "(helpers.fastpath.widen_first_conv: the same network, for cuDNN's channels_last kernels; never "
         "benched on a GPU yet)",
+    )
+    parser.add_argument(
+        "--test-after-the-run",
+        action="store_true",
+        help="test each epoch's weights (copied on the device) once a run is over, not between its epochs: "
+        "the same accuracies, the epochs timed back to back (never benched on a GPU yet)",
     )
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out of the fast path")
     parser.add_argument("--no-channels-last", action="store_true", help="leave channels_last out")

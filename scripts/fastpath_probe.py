@@ -6,7 +6,8 @@ The third H100 bench measured the fast path (``make bench``: Tudui, data on the 
 with momentum, random batches, nothing else in the loop) reached 814,000 at the same batch. This
 script times the fast path's own loop (``helpers.fastpath.train_epoch``) with one thing changed
 at a time, and profiles one epoch of it, so that the next change to the fast path is chosen from
-measurements rather than guessed.
+measurements rather than guessed. Two variants run the bench's own code instead (its ``Pipeline``
+and ``train_run``), testing between epochs or after the run, to find why the bench measured less.
 
     python3 scripts/fastpath_probe.py [--out results/gpu/<device>/fastpath-probe.json]
 
@@ -40,6 +41,7 @@ from helpers.fastpath import (  # noqa: E402
     LargeBatchSchedule,
     LossStep,
     adam,
+    added_weights_max,
     dataset_tensors,
     sgd,
     train_epoch,
@@ -69,6 +71,11 @@ VARIANTS = {
     # where this probe measured 635,000 for the same fast path: the bench tests after every epoch
     # (outside its timing) and this probe does not.
     "as the bench: tested after every epoch": {"test_between": True},
+    # the bench's own code (its Pipeline, warm-up at lr 0 and train_run) in this process: if these two
+    # differ, testing between epochs is the cause; if both run as fast as this probe's loop, the cause
+    # is in the bench's process (what ran before); if both run as slowly as the bench, in its code
+    "the bench's own code, tested between epochs": {"bench": "between"},
+    "the bench's own code, tested after the run": {"bench": "after"},
     # Why one convolution kernel took 24% of the step's kernel time: the first convolution has 3
     # input channels, and cuDNN's fast bf16 kernels for channels_last want a multiple of 8 (or 4).
     # That layer pads its input with zero channels and has zero weights for them: the same network
@@ -102,7 +109,45 @@ def _epoch_whole_step(step_fn, loader, optimizer, schedule, first_step, device, 
     return samples
 
 
+def _bench_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_script", ROOT / "scripts" / "bench.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
+def run_bench_code(name: str, change: dict, images, labels, device, epochs: int, test_loader) -> dict:
+    """The bench's fast path for this device, built and trained by scripts/bench.py's own code."""
+    bench = _bench_module()
+    after = change["bench"] == "after"
+    args = bench.parse_args(["--device", device.type, *(["--test-after-the-run"] if after else [])])
+    settings = bench.settings_for(device, args)
+    data = {"train_tensors_cl": (images, labels), "test_loader": test_loader}
+    data["train_tensors"] = (images.contiguous(), labels)
+    total_epochs = epochs + 2
+    pipe = bench.Pipeline(settings["fast_config"], data, device, total_epochs, bench.SEED, settings)
+    run = bench.train_run(pipe, data, device, total_epochs, name, test=True, test_after=after)
+    rates = [n / t for n, t in zip(run["epoch_images"][2:], run["epoch_seconds"][2:], strict=True)]
+    record = {
+        "bench_code": True,
+        "config": settings["fast_config"],
+        "tested_after_the_run": after,
+        "warmup_seconds": round(run["warmup_seconds"], 2),
+        "first_two_epochs_seconds": round(sum(run["epoch_seconds"][:2]), 2),
+        "epoch_images_per_second": [round(r) for r in rates],
+        "images_per_second": round(statistics.median(rates)),
+        "epoch_test_accuracy": [round(a, 4) for a in run["epoch_test_accuracy"]],
+    }
+    print(f"{name:48} {record['images_per_second']:>10,} images/s  (epochs: "
+          f"{', '.join(f'{r:,.0f}' for r in rates)})", flush=True)  # fmt: skip
+    return record
+
+
 def run_variant(name: str, change: dict, images, labels, device, epochs: int, test_loader=None) -> dict:
+    if change.get("bench"):
+        return run_bench_code(name, change, images, labels, device, epochs, test_loader)
     batch = change.get("batch", 2048)
     torch.manual_seed(0)
     torch.compiler.reset()
@@ -176,6 +221,8 @@ def run_variant(name: str, change: dict, images, labels, device, epochs: int, te
     }
     if test_between:
         record["epoch_test_accuracy"] = accuracy
+    if change.get("pad"):  # 0.0 while the widened network is still the same network
+        record["added_weights_max"] = added_weights_max(model)
     print(
         f"{name:48} {record['images_per_second']:>10,} images/s  (epochs: "
         f"{', '.join(f'{r:,.0f}' for r in rates)}; first two {warmup:.1f} s)",
@@ -243,6 +290,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--test-size", type=int, default=None, help="test images, for a variant that tests")
     parser.add_argument("--only", action="append", default=None, help="variant names to run (default all)")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.only or ()) - set(VARIANTS))
+    if unknown:  # before any data is made
+        parser.error(f"no variant named {', '.join(map(repr, unknown))}; the variants: {', '.join(VARIANTS)}")
     device = pick_device()
     dataset = load_cifar10(train=True, size=args.train_size)
     images, labels = dataset_tensors(dataset, device)
@@ -254,12 +304,9 @@ def main(argv: list[str] | None = None) -> int:
         "variants": {},
     }
     print(f"{record['device']}, torch {torch.__version__}, {images.shape[0]:,} images", flush=True)
-    unknown = sorted(set(args.only or ()) - set(VARIANTS))
-    if unknown:
-        parser.error(f"no variant named {', '.join(map(repr, unknown))}; the variants: {', '.join(VARIANTS)}")
     chosen = {name: change for name, change in VARIANTS.items() if not args.only or name in args.only}
     test_loader = None
-    if any(change.get("test_between") for change in chosen.values()):
+    if any(change.get("test_between") or change.get("bench") for change in chosen.values()):
         test = load_cifar10(train=False, size=args.test_size)
         test_loader = DeviceLoader(*dataset_tensors(test, device), batch_size=1000)  # as the bench's
     for name, change in chosen.items():

@@ -313,8 +313,8 @@ def part_bench(folder: Path, machine: dict, bench_args: list[str]) -> dict:
 
 def part_script(folder: Path, machine: dict, script: str, stem: str, script_args: list[str]) -> dict:
     """``scripts/<script>`` with ``--out <stem>-<date>.json``, its printout in ``<stem>-<date>.log``: dated,
-    so that a new probe never replaces an earlier one (``fastpath-probe.json`` is the first, quoted by the
-    course's texts)."""
+    so that a probe never replaces one of an earlier day (``fastpath-probe.json`` is the first, quoted by
+    the course's texts); a second run on the same day replaces the first."""
     stem = f"{stem}-{machine['date']}"
     log, out = folder / f"{stem}.log", folder / f"{stem}.json"
     command = [sys.executable, str(ROOT / "scripts" / script), "--out", str(out), *script_args]

@@ -1,20 +1,22 @@
 """How fast the course's DataLoaders feed a GPU: a one-off probe for the notebooks' time on a GPU (issue 12).
 
-On the H100 (2026-11-23) the notebook cells fed by a ``DataLoader`` over PIL images trained at 8,000
-to 17,000 images/s: 01-13 (``Tudui``, batch 64, 4 workers, 10 epochs in 48.3 s with its tests), 03-02
-(``CifarNet``, 4 workers, 5 epochs in 31.3 s), 05-08 (4 workers per process, 7,719 to 8,070 images/s),
-the bench's ladder (8 persistent workers with pinned memory, 17,328), while ``Tudui``'s step with the
-data on the device ran at 26,927 (the ladder). Those cells are most of the course's time on a GPU.
-Whether more workers, persistent workers or pinned memory would feed them faster cannot be told from
-those runs: this probe times the loaders alone and with ``Tudui``'s training step, one setting at a
-time, so that ``helpers.data.loader_workers`` is chosen from measurements.
+On the H100 (2026-11-23) the notebook cells fed by a ``DataLoader`` over PIL images with 4 worker
+processes took 174 s of the course's 578: 01-13 (``Tudui``, batch 64, 10 epochs and their tests in
+48.3 s), 02-07 (the same in 43.7 s), 03-02 (``CifarNet``, 5 epochs in 31.3 s, its imports included)
+and 05-08 (7,719 to 8,070 images/s an epoch, 51.1 s with its start). The bench's ladder fed ``Tudui``
+at 17,328 images/s from 8 persistent workers with pinned memory and at 26,927 from the data on the
+device. Whether more workers, persistent workers or pinned memory would feed those cells faster
+cannot be told from those runs: this probe times the loaders alone and with ``Tudui``'s training
+step, one setting at a time, so that ``helpers.data.loader_workers`` is chosen from measurements.
 
     python3 scripts/loader_probe.py [--out results/gpu/<device>/loader-probe-<date>.json]
 
 Each setting runs ``--epochs`` epochs over the training images (batch 64, shuffled, as in 01); every
-epoch's images/s and the seconds until its first batch (the workers' start, for workers that are not
-persistent) are recorded. The process starts CUDA before the loaders, as a notebook does. On a CPU it
-runs (with ``--train-size``) so that it can be tested; only a GPU's figures mean anything.
+epoch's images/s and the seconds until its first batch are recorded, and the median rate after the
+first epoch. Workers that are not persistent start again every epoch, as in the notebooks, so their
+start is in every epoch's rate; persistent workers start once, in the first. The process starts CUDA
+before the loaders, as a notebook does. On a CPU it runs (with ``--train-size``) so that it can be
+tested; only a GPU's figures mean anything.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def settings(cores: int) -> dict[str, dict]:
     for w in sorted({four, most}):
         chosen[f"{_workers(w)}, persistent"] = {"workers": w, "persistent": True}
         chosen[f"{_workers(w)}, persistent, pinned"] = {"workers": w, "persistent": True, "pin": True}
-    chosen[f"{_workers(four)}, ToTensor and Normalize (03, 05)"] = {"workers": four, "normalize": True}
+    chosen[f"{_workers(four)}, ToTensor and Normalize (as 03)"] = {"workers": four, "normalize": True}
     # with Tudui's step, as 01 trains it: what the cells see
     chosen["Tudui's step, no workers"] = {"workers": 0, "step": True}
     chosen[f"Tudui's step, {_workers(four)}"] = {"workers": four, "step": True}
@@ -94,7 +96,7 @@ _DATASETS: dict[tuple, object] = {}
 
 
 def _dataset(size: int | None, normalize: bool):
-    """The training images with 01's transform (or 03's and 05's), made once per process."""
+    """The training images with 01's transform (or 03's), made once per process."""
     if (size, normalize) not in _DATASETS:
         steps = [transforms.ToTensor()]
         if normalize:

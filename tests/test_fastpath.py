@@ -23,6 +23,7 @@ from helpers.fastpath import (
     PaddedInputConv2d,
     _precision_for,
     adam,
+    added_weights_max,
     bf16_supported,
     choose_precision,
     dataset_tensors,
@@ -615,9 +616,16 @@ def test_a_first_convolution_widened_with_zeros_is_the_same_network():
     torch.testing.assert_close(wide(images), tudui(images), rtol=1e-5, atol=1e-5)
     for layout in (torch.contiguous_format, torch.channels_last):  # either layout in, the same out
         net = copy.deepcopy(wide).to(memory_format=layout)
-        torch.testing.assert_close(
-            net(images.contiguous(memory_format=layout)), tudui(images), rtol=1e-5, atol=1e-5
-        )
+        given = images.contiguous(memory_format=layout)
+        padded = net.model[0].pad_input(given)  # what the convolution gets: 8 channels, the layout kept
+        assert padded.shape == (32, 8, 32, 32) and padded.is_contiguous(memory_format=layout)
+        assert torch.equal(padded[:, :3], images) and not padded[:, 3:].any()
+        torch.testing.assert_close(net(given), tudui(images), rtol=1e-5, atol=1e-5)
+    one = wide.model[0](images[0])  # an unbatched image, as nn.Conv2d takes it
+    torch.testing.assert_close(one, tudui.model[0](images[0]), rtol=1e-5, atol=1e-5)
+    compiled = torch.compile(copy.deepcopy(wide), dynamic=False)  # inductor on the CPU
+    torch.testing.assert_close(compiled(images), tudui(images), rtol=1e-4, atol=1e-4)
+    assert added_weights_max(wide) == 0.0 and added_weights_max(tudui) is None
     for kind in (torch.optim.SGD, torch.optim.Adam):
         nets = {"tudui": copy.deepcopy(tudui), "wide": copy.deepcopy(wide)}
         for net in nets.values():
@@ -626,9 +634,7 @@ def test_a_first_convolution_widened_with_zeros_is_the_same_network():
                 optimizer.zero_grad()
                 nn.functional.cross_entropy(net(images), labels).backward()
                 optimizer.step()
-        assert not nets["wide"].model[0].weight[:, 3:].any(), (
-            f"{kind.__name__}: the added weights must stay 0"
-        )
+        assert added_weights_max(nets["wide"]) == 0.0, f"{kind.__name__}: the added weights must stay 0"
         if (
             kind is torch.optim.SGD
         ):  # Adam's division by the root of tiny squared gradients magnifies rounding
@@ -648,3 +654,10 @@ def test_widening_refuses_what_it_cannot_widen():
         widen_first_conv(nn.Conv2d(3, 4, 3), 8)
     with pytest.raises(TypeError, match="copies an nn.Conv2d"):
         PaddedInputConv2d(nn.Linear(3, 4), 8)
+
+
+def test_added_weights_max_sees_an_added_weight_that_moved():
+    wide = widen_first_conv(Tudui(), 4)
+    with torch.no_grad():
+        wide.model[0].weight[5, 3, 2, 2] = -0.25
+    assert added_weights_max(wide) == 0.25

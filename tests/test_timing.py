@@ -921,8 +921,12 @@ def test_the_probe_tests_after_every_epoch_as_the_bench_does_and_names_its_varia
         "as the bench: tested after every epoch",
         "first convolution on 8 input channels (zeros added)",
     )
+    between, after = (
+        "the bench's own code, tested between epochs",
+        "the bench's own code, tested after the run",
+    )
     done = subprocess.run(
-        [*command, "--only", tested, "--only", wide],
+        [*command, "--only", tested, "--only", wide, "--only", between, "--only", after],
         capture_output=True,
         text=True,
         timeout=600,
@@ -933,7 +937,19 @@ def test_the_probe_tests_after_every_epoch_as_the_bench_does_and_names_its_varia
     variants = json.loads(out.read_text())["variants"]
     assert variants[tested]["tested_after_every_epoch"] and len(variants[tested]["epoch_test_accuracy"]) == 3
     assert variants[wide]["input_channels"] == 8 and "epoch_test_accuracy" not in variants[wide]
-    assert variants[wide]["images_per_second"] > 0
+    assert variants[wide]["images_per_second"] > 0 and variants[wide]["added_weights_max"] == 0.0
+    # the bench's own Pipeline and train_run, its fast path for this device (here the CPU's), both ways
+    assert variants[between]["bench_code"] and not variants[between]["tested_after_the_run"]
+    assert variants[after]["bench_code"] and variants[after]["tested_after_the_run"]
+    assert (
+        variants[between]["config"] == variants[after]["config"]
+        and variants[after]["config"]["batch_size"] == 128
+    )
+    assert (
+        len(variants[after]["epoch_test_accuracy"]) == 3
+        and len(variants[after]["epoch_images_per_second"]) == 1
+    )
+    assert variants[after]["epoch_test_accuracy"] == variants[between]["epoch_test_accuracy"]
     wrong = subprocess.run(
         [*command, "--only", "batch 4069"], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env
     )
@@ -972,6 +988,10 @@ def test_the_bench_takes_the_fast_paths_candidates_and_says_so(tmp_path, option,
     fast = result["settings"]["fast_config"]
     assert fast[key] == value and (key != "compile_scope" or fast["compile"] is None)
     assert result["runs"][0]["fast_path"]["status"] == "ok" and words in printed
+    if key == "input_channels":  # the widened network stayed the same network in both of its runs
+        assert result["runs"][0]["fast_path"]["added_weights_max"] == 0.0
+        assert result["runs"][0]["linear_scaling_only"]["added_weights_max"] == 0.0
+        assert "added_weights_max" not in result["runs"][0]["seed_pipeline"]
     top = result["ladder"][-1]
     assert top["fast_path"] and top["config"][key] == value and rung in top["step"]
     assert all(key not in (r["config"] or {}) for r in result["ladder"][:-1])
@@ -990,10 +1010,12 @@ def test_the_loader_probe_times_each_setting_with_and_without_the_step(tmp_path)
     assert "15 workers, persistent, pinned" in names and "Tudui's step, 4 workers" in names
     assert all("4 worker" not in name for name in probe.settings(2))  # 2 cores: 1 worker at most
     out = tmp_path / "loaders.json"
-    step, ceiling = (
-        "Tudui's step, 1 worker, persistent, pinned",
-        "Tudui's step, the data on the device (the ceiling)",
+    here = list(probe.settings(probe._cores()))  # the names depend on this machine's cores
+    persistent = next(
+        n for n in here if n.endswith("workers, persistent") or n.endswith("worker, persistent")
     )
+    step = next(n for n in here if n.startswith("Tudui's step") and n.endswith("persistent, pinned"))
+    ceiling = "Tudui's step, the data on the device (the ceiling)"
     command = [
         sys.executable,
         str(ROOT / "scripts" / "loader_probe.py"),
@@ -1002,16 +1024,13 @@ def test_the_loader_probe_times_each_setting_with_and_without_the_step(tmp_path)
         "--epochs",
         "2",
     ]
-    command += ["--only", "1 worker, persistent", "--only", step, "--only", ceiling, "--out", str(out)]
+    command += ["--only", persistent, "--only", step, "--only", ceiling, "--out", str(out)]
     env = {**os.environ, "COURSE_DATA": "synthetic", "CUDA_VISIBLE_DEVICES": ""}
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     settings = json.loads(out.read_text())["settings"]
-    assert list(settings) == ["1 worker, persistent", step, ceiling]
-    assert (
-        settings["1 worker, persistent"]["persistent"]
-        and not settings["1 worker, persistent"]["training_step"]
-    )
+    assert list(settings) == [persistent, step, ceiling]
+    assert settings[persistent]["persistent"] and not settings[persistent]["training_step"]
     assert settings[step]["training_step"] and not settings[step]["pin_memory"]  # pinning is CUDA's only
     assert settings[ceiling]["data_on_device"] and settings[ceiling]["workers"] is None
     assert all(len(s["epoch_images_per_second"]) == 2 for s in settings.values())
@@ -1019,3 +1038,23 @@ def test_the_loader_probe_times_each_setting_with_and_without_the_step(tmp_path)
         [*command[:2], "--only", "3 workers"], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env
     )
     assert wrong.returncode == 2 and "no setting named '3 workers'" in wrong.stderr
+
+
+def test_testing_after_the_run_gives_the_same_accuracies_with_the_epochs_back_to_back(tmp_path):
+    # --test-after-the-run (for the next GPU run, where the bench timed 517,000 images/s and the probe,
+    # which does not test between epochs, 635,000): each epoch's weights copied and tested at the end
+    # must give exactly the accuracies that testing between the epochs gives
+    options = ["--train-size", "256", "--test-size", "200", "--epochs", "2", "--repeats", "1"]
+    options += ["--skip", "ladder", "--skip", "demo", "--skip", "sweep"]
+    _, between = _bench_result(tmp_path / "between", *options)
+    printed, after = _bench_result(tmp_path / "after", *options, "--test-after-the-run")
+    assert after["settings"]["test_after_the_run"] and not between["settings"]["test_after_the_run"]
+    assert "tested after the run" in after["settings"]["timed"]
+    assert "(its weights, tested after the run)" in printed
+    for path in PATHS:
+        tested, deferred = between["runs"][0][path], after["runs"][0][path]
+        assert deferred["tested_after_the_run"] and "tested_after_the_run" not in tested
+        assert len(deferred["epoch_test_accuracy"]) == len(deferred["epoch_seconds"]) > 1, path
+        assert deferred["epoch_test_accuracy"] == tested["epoch_test_accuracy"], path
+        assert deferred["epoch_train_loss"] == tested["epoch_train_loss"], path
+    assert after["runs"][0]["time_to_accuracy"]["target"] == between["runs"][0]["time_to_accuracy"]["target"]
