@@ -512,3 +512,51 @@ def test_the_readme_says_where_the_h100s_578_s_went_as_recorded():
         "(03's imports are in it too) and 04-13 24.3 s, besides 05-08's 31.7 s of epochs",
     ):
         assert quoted in readme, quoted
+
+
+def _markdown(notebook: str, cell_id: str) -> str:
+    cells = json.loads((ROOT / "notebooks" / notebook).read_text())["cells"]
+    return " ".join("".join(next(c for c in cells if c.get("id") == cell_id)["source"]).split())
+
+
+def test_06s_statements_about_the_h100_runs_are_those_of_the_recorded_files():
+    """06-14, 06-15c and 06-41 quote the bench's sweeps, the fast path's probe and the CPU's large-batch
+    runs; each figure is recomputed here from the file it comes from."""
+    folder = ROOT / "results" / "gpu" / "nvidia-h100-80gb-hbm3"
+    speedups = []
+    for day in ("2026-11-22", "2026-11-23"):
+        bench = json.loads((ROOT / f"results/bench-cuda-nvidia-h100-80gb-hbm3-{day}.json").read_text())
+        rate = {
+            (r["device"].split(":")[0], r["model"], r["batch_size"]): r["images_per_second"]
+            for r in bench["sweep"]
+        }
+        speedups.append(rate["cuda", "CifarNet", 16] / rate["cpu", "CifarNet", 16])
+    assert f"the bench's sweeps on H100s measured {speedups[0]:.2f}x and {speedups[1]:.2f}x" in _markdown(
+        "06_performance.ipynb", "06-14"
+    )
+    probe = json.loads((folder / "fastpath-probe.json").read_text())
+    variants, profile = probe["variants"], probe["profile"]
+    graphs = variants["compile mode=reduce-overhead (CUDA graphs)"]["images_per_second"]
+    default = variants["fast path (Adam, schedule, compile default)"]["images_per_second"]
+    text = _markdown("06_performance.ipynb", "06-15c")
+    assert (
+        f"CUDA graphs {graphs:,} images/s against {default:,} with the default mode" in text
+        and graphs > default
+    )
+    assert (
+        f"a step of {profile['wall_ms_per_step']:.1f} ms of which the GPU's kernels ran "
+        f"{profile['gpu_kernel_ms_per_step']:.2f} ms" in text
+    )
+    record = json.loads((ROOT / "results/large-batch-cpu-amd-epyc.json").read_text())
+    runs = {r["config"]: r for r in record["runs"]}
+    seed = record["seed_pipeline_reference"]
+    assert seed["epochs"] == len(runs["recipe@512"]["epoch_test_accuracy"]) == 10
+    assert (
+        runs["recipe@512"]["status"] == "ok"
+        and max(runs["recipe@512"]["epoch_test_accuracy"]) < seed["test_accuracy"] - 0.15
+    )
+    assert runs["plain@512"]["status"] == "non-finite" and runs["plain@512"]["error"].startswith("epoch 8:")
+    assert (
+        "(though in 10 epochs on the CPU it stayed far below the seed pipeline's accuracy, and without "
+        "the warm-up it diverged in epoch 8)" in _markdown("06_performance.ipynb", "06-41")
+    )

@@ -676,6 +676,29 @@ def test_a_live_figure_that_contradicts_the_recorded_one_is_flagged():
     assert "(it was run with --skip ladder)" in check_against_reference(live, skipped)[0][0]
 
 
+def test_a_gpu_is_checked_only_against_a_ladder_recorded_on_a_gpu_of_its_name():
+    # a student on Colab's T4 must not be told to measure again because an H100 scaled differently
+    from helpers.timing import check_against_reference
+
+    (h100,) = [
+        r
+        for r in load_results(ROOT / "results", device_type="cuda")
+        if r.get("ladder") and "11-23" in r["path"]
+    ]
+    recorded = {s["key"]: s["images_per_second"] for s in h100["ladder"] if not s.get("skipped")}
+    seed = 1_000.0
+    far = {"seed pipeline": seed, "+ batch 512, lr x8": seed * recorded["large_batch"] / recorded["seed"] / 5}
+    lines, flags = check_against_reference(far, h100, live_device="NVIDIA H100 80GB HBM3")
+    assert len(flags) == 1 and flags[0].startswith("+ batch 512, lr x8: ")  # the same GPU: checked
+    lines, flags = check_against_reference(far, h100, live_device="Tesla T4")
+    assert flags == [] and "this GPU is Tesla T4, another GPU" in lines[0] and "not checked" in lines[0]
+    assert "| recorded" in lines[2]  # still shown beside it
+    busy = {"seed pipeline": 1_900.0, "+ data on device": 178.0}  # a busy machine is one on any GPU
+    assert any(
+        "only removes work" in f for f in check_against_reference(busy, h100, live_device="Tesla T4")[1]
+    )
+
+
 @pytest.mark.parametrize(
     ("live", "tolerance", "words"),
     [
