@@ -14,6 +14,7 @@ mixed precision a device can use (bf16, else fp16 with a ``GradScaler`` on CUDA,
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ __all__ = [
     "added_weights_max",
     "grad_scaler",
     "sgd",
+    "timed_epoch",
     "train_epoch",
     "widen_first_conv",
 ]
@@ -796,3 +798,31 @@ def train_epoch(
         nonfinite_losses=bad,
         scale=float(scaler.get_scale()) if scaler is not None else None,
     )
+
+
+def timed_epoch(
+    model: nn.Module,
+    loader: Iterable,
+    optimizer: torch.optim.Optimizer,
+    device: torch.device | str,
+    *,
+    warmup_batches: int = 2,
+    **train_options: Any,
+) -> tuple[float, EpochStats]:
+    """Images per second of one ``train_epoch`` over ``loader``, and its ``EpochStats``.
+
+    The first ``warmup_batches`` of ``loader`` are trained first, untimed (the first calls pay for
+    cuDNN's choices, memory and, compiled, compilation); then one whole epoch is timed with a
+    ``helpers.timing.Stopwatch``, which waits for the device. ``train_options`` go to ``train_epoch``
+    (``scaler=grad_scaler(device)`` for fp16, ``schedule=``, ...). Used by ``06_performance`` for the
+    fp16 step on GPUs without native bf16.
+    """
+    from helpers.timing import Stopwatch  # here: helpers.timing is not needed to import this module
+
+    warmup_batches = _args.integer(warmup_batches, "warmup_batches", "timed_epoch", minimum=0)
+    warmup = list(itertools.islice(loader, warmup_batches)) if warmup_batches else []
+    if warmup:
+        train_epoch(model, warmup, optimizer, device, **train_options)
+    with Stopwatch(device) as watch:
+        stats = train_epoch(model, loader, optimizer, device, **train_options)
+    return stats.samples / watch.seconds, stats

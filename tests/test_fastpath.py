@@ -29,6 +29,7 @@ from helpers.fastpath import (
     dataset_tensors,
     grad_scaler,
     sgd,
+    timed_epoch,
     train_epoch,
     widen_first_conv,
 )
@@ -661,3 +662,53 @@ def test_added_weights_max_sees_an_added_weight_that_moved():
     with torch.no_grad():
         wide.model[0].weight[5, 3, 2, 2] = -0.25
     assert added_weights_max(wide) == 0.25
+
+
+def test_timed_epoch_warms_up_then_times_one_whole_epoch_with_fp16_and_a_scaler():
+    # 06's fp16 step for GPUs without native bf16 (a T4), here on the CPU, whose autocast takes fp16 too
+    torch.manual_seed(0)
+    images, labels = torch.rand(256, 3, 32, 32), torch.randint(0, 10, (256,))
+    loader = DeviceLoader(
+        images, labels, batch_size=64, shuffle=True, generator=torch.Generator().manual_seed(0)
+    )
+    model = Tudui()
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.08)
+    scaler = grad_scaler("cpu")
+    rate, stats = timed_epoch(Autocast(model, torch.float16), loader, optimizer, "cpu", scaler=scaler)
+    assert rate > 0 and stats.samples == 256 and stats.steps == 4  # the whole epoch, not the warm-up
+    assert stats.scale == scaler.get_scale() and math.isfinite(stats.loss)
+    assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters(), strict=True))
+    _, again = timed_epoch(model, loader, optimizer, "cpu", warmup_batches=0)
+    assert again.samples == 256
+    with pytest.raises(ValueError, match="warmup_batches"):
+        timed_epoch(model, loader, optimizer, "cpu", warmup_batches=-1)
+
+
+def test_06s_fp16_cell_runs_its_t4_branch(capsys):
+    # 06-24c trains with fp16 and a scaler only on a CUDA GPU without native bf16, which CI never has:
+    # its code is run here as such a GPU would run it, on the CPU (whose autocast takes fp16 too)
+    import json
+    from pathlib import Path
+
+    cells = json.loads((Path(__file__).parent.parent / "notebooks/06_performance.ipynb").read_text())["cells"]
+    source = "".join(next(c for c in cells if c.get("id") == "06-24c")["source"])
+    images, labels = torch.rand(512, 3, 32, 32), torch.randint(0, 10, (512,))
+    images = images.contiguous(memory_format=torch.channels_last)
+    scope = {
+        "torch": torch,
+        "Tudui": Tudui,
+        "Autocast": Autocast,
+        "grad_scaler": grad_scaler,
+        "device": torch.device("cpu"),
+        "on_gpu": True,  # as on a T4
+        "use_bf16": False,
+        "fast_loader": DeviceLoader(images, labels, batch_size=128, shuffle=True),
+        "speed": {"+ channels_last": 1_000.0},
+    }
+    exec(compile(source, "06-24c", "exec"), scope)
+    printed = capsys.readouterr().out
+    assert (
+        printed.startswith("fp16 autocast with a GradScaler: ") and "x float32 with channels_last" in printed
+    )
+    assert scope["stats"].samples == 512 and scope["fp16_speed"] > 0
