@@ -845,8 +845,10 @@ def loader_workers(device: torch.device | str, *, processes: int = 1) -> int:
     On a CUDA GPU the training process mostly launches kernels and waits, while a loader without
     workers builds every batch in that same process, one sample at a time (a PIL image, then
     ``ToTensor``), and the GPU waits for it. Workers build the next batches meanwhile: one per
-    core, leaving one core to the training process, at most 4 (enough to keep up with the small
-    networks of this course; each one more costs memory and start-up time). ``processes`` training
+    core, leaving one core to the training process, at most 4 (each one more costs memory and
+    start-up time, and gains little: on the H100, 2026-11-23, ``scripts/loader_probe.py`` trained
+    ``Tudui`` at batch 64 at 12,449 and 13,060 images/s with 4 workers, 15,665 and 15,998 with 15
+    persistent pinned ones, and 23,514 and 25,359 with the data on the device). ``processes`` training
     processes on this machine (``DistributedDataParallel``'s one per GPU, ``05``) share its cores:
     each gets its share, less one for itself, and at least one worker. On a CPU the answer is 0,
     since there a worker takes cores from the training itself (``06_performance`` measures it); on

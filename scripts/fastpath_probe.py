@@ -59,15 +59,15 @@ VARIANTS = {
     "whole step compiled, no per-step statistics": {"whole_step": True, "no_stats": True},
     "batch 4096": {"batch": 4096},
     "not compiled": {"compile": None},
-    # added after the first run, from what it showed (never run on a GPU yet): the two changes
-    # that paid most, together
+    # added after the first run, from what it showed (run on the H100 in the second probe,
+    # fastpath-probe-2026-11-23.json): the two changes that paid most, together
     "whole step compiled, mode=reduce-overhead": {"whole_step": True, "compile": "reduce-overhead"},
     "whole step compiled, mode=reduce-overhead, batch 4096": {
         "whole_step": True,
         "compile": "reduce-overhead",
         "batch": 4096,
     },
-    # added after the first run, never run on a GPU yet. Why the bench measured 517,000 images/s
+    # added after the first run (run in the second probe). Why the bench measured 517,000 images/s
     # where this probe measured 635,000 for the same fast path: the bench tests after every epoch
     # (outside its timing) and this probe does not.
     "as the bench: tested after every epoch": {"test_between": True},
