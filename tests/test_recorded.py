@@ -599,6 +599,12 @@ def test_the_readme_quotes_the_fourth_h100_sessions_probes_and_benches():
     between = rate["the bench's own code, tested between epochs"]
     after = rate["the bench's own code, tested after the run"]
     assert wide_graphs < graphs and after < between  # neither option pays: the README says so
+    bench_code = [
+        probe["variants"][f"the bench's own code, tested {w}"] for w in ("between epochs", "after the run")
+    ]
+    assert (
+        bench_code[0]["epoch_test_accuracy"] == bench_code[1]["epoch_test_accuracy"]
+    )  # "the same accuracies"
     before = first["fast path (Adam, schedule, compile default)"]["images_per_second"]
     epochs = probe["variants"]["whole step compiled, mode=reduce-overhead"]["epoch_images_per_second"]
     for quoted in (
@@ -674,7 +680,9 @@ def test_the_readme_quotes_the_fourth_h100_sessions_probes_and_benches():
         in readme
     )
     assert f"the fast path, {ladder['fast_batch']:,.0f}; batch 8,192" in readme
-    assert f"default mode) {ladder['batch_8192']:,.0f}." in readme
+    assert f"(the whole step compiled in the default mode) {ladder['batch_8192']:,.0f}." in readme
+    top = next(r["config"] for r in step["ladder"] if r["key"] == "batch_8192")
+    assert (top["compile"], top["compile_scope"]) == ("default", "step")
     # batch 4,096 learned too little: its log, stopped by the time limit (no JSON)
     log = (folder / "bench-2026-11-23-whole-step-batch-4096-stopped.log").read_text()
     assert "batch 4096, lr 0.00565685 (square-root scaling)" in log
