@@ -14,6 +14,7 @@ mixed precision a device can use (bf16, else fp16 with a ``GradScaler`` on CUDA,
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 from collections.abc import Iterable, Iterator
@@ -36,6 +37,7 @@ __all__ = [
     "Precision",
     "bf16_supported",
     "choose_precision",
+    "cudnn_autotuner",
     "dataset_tensors",
     "adam",
     "added_weights_max",
@@ -323,6 +325,33 @@ class LossStep(nn.Module):
     def forward(self, inputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         outputs = self.model(inputs)
         return self.loss_fn(outputs, targets), (outputs.argmax(dim=1) == targets).sum()
+
+
+@contextlib.contextmanager
+def cudnn_autotuner(enabled: bool) -> Iterator[bool]:
+    """``torch.backends.cudnn.benchmark`` set to ``enabled`` inside the block, and put back after.
+
+    With it on, cuDNN times every convolution algorithm it has for each new input shape, the first
+    time that shape is seen, and keeps the fastest; with it off (PyTorch's default) it takes the
+    one its heuristics name, without timing. For a network whose shapes never change (``Tudui``'s
+    batches all have one shape but the last) the timing is paid once. Only CUDA's convolutions read
+    the flag; on a CPU it changes nothing. Why the fast path may want it: in the H100 profile of its
+    loop (``results/gpu/nvidia-h100-80gb-hbm3/fastpath-probe-2026-11-23.log``) one generic bf16
+    NHWC convolution kernel, ``convolve_common_engine_float_NHWC``, took 13.917 ms of the 58.181 ms
+    of kernel time over 25 steps (23.9%) with the flag off. Whether the autotuner picks a faster
+    one there is for ``scripts/fastpath_probe.py`` and ``make bench``'s ladder to measure on a GPU.
+    """
+    if not isinstance(enabled, bool):
+        raise TypeError(
+            f"cudnn_autotuner(enabled) takes True or False, got {type(enabled).__name__} "
+            f"{_args.shown(enabled)}."
+        )
+    saved = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = enabled
+    try:
+        yield enabled
+    finally:
+        torch.backends.cudnn.benchmark = saved
 
 
 class PaddedInputConv2d(nn.Conv2d):

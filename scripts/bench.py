@@ -30,7 +30,7 @@ Run ``make bench`` (or ``.venv/bin/python scripts/bench.py``) on whatever device
   workers with pinned memory and non-blocking copies; the data on the device; batch 512 with the
   recipe, as 06_performance; channels_last; mixed precision; the fused optimizer; ``torch.compile``;
   CUDA graphs; then the fast path's batch and optimizer: on a CPU batch 128, on CUDA batch
-  2,048 with Adam; on CUDA also batch 8,192), each
+  2,048 with Adam; on CUDA also the cuDNN autotuner and batch 8,192), each
   trained for a few epochs and timed, so that the
   report shows what each step buys on this device; a step the device cannot take is listed as
   skipped, with the reason;
@@ -80,6 +80,7 @@ from helpers.fastpath import (
     adam,
     added_weights_max,
     choose_precision,
+    cudnn_autotuner,
     dataset_tensors,
     grad_scaler,
     sgd,
@@ -132,7 +133,7 @@ TARGETS = {
     },
     "cpu": {"ratio_at_least": 2.0, "every_fast_run_reaches_seed_accuracy": True},
 }
-COMPILE_MODES = ("auto", "none", "default", "reduce-overhead", "max-autotune-no-cudagraphs")
+COMPILE_MODES = ("auto", "none", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 def device_name(device: torch.device) -> str:
@@ -242,6 +243,13 @@ def settings_for(device: torch.device, args: argparse.Namespace) -> dict:
         fast["compile_scope"] = "step"
     if args.input_channels != 3:  # likewise
         fast["input_channels"] = args.input_channels
+    if args.cudnn_benchmark == "on":  # likewise
+        if device.type != "cuda":
+            raise SystemExit(
+                f"--cudnn-benchmark on: the cuDNN autotuner tunes CUDA's convolutions, and this run is on "
+                f"{device.type}; leave it out there, or run on a CUDA GPU (--device cuda)"
+            )
+        fast["cudnn_benchmark"] = True
     if args.ladder_batches is None:
         big = [2048, 8192] if device.type == "cuda" and not args.quick else []
         ladder_batches = [batch for batch in big if batch != fast_batch]
@@ -350,6 +358,8 @@ def describe_config(config: dict, settings: dict) -> str:
         parts.append("not compiled" + (" (model, loss and count in one LossStep)" if whole else ""))
     if config.get("input_channels", 3) != 3:
         parts.append(f"first convolution on {config['input_channels']} input channels (zeros added)")
+    if config.get("cudnn_benchmark"):
+        parts.append("the cuDNN autotuner (torch.backends.cudnn.benchmark)")
     return ", ".join(parts)
 
 
@@ -492,6 +502,25 @@ def train_run(
 ) -> dict:
     """Train ``pipe`` for ``epochs``, timing each epoch (and testing after it when ``test``).
 
+    With the cuDNN autotuner on where ``pipe``'s config asks for it (``cudnn_benchmark``), off
+    otherwise: the flag is global, so each run sets it for itself and puts it back after.
+    """
+    with cudnn_autotuner(bool(pipe.config.get("cudnn_benchmark", False))):
+        return _train_run(pipe, data, device, epochs, label, test=test, test_after=test_after)
+
+
+def _train_run(
+    pipe: Pipeline,
+    data: dict,
+    device: torch.device,
+    epochs: int,
+    label: str,
+    *,
+    test: bool,
+    test_after: bool = False,
+) -> dict:
+    """``train_run``'s work, under the autotuner's setting.
+
     With ``test_after`` each epoch's weights are copied (on the device, outside the timing) and
     tested once the run is over: the same accuracies, but the epochs run one after the other with
     no testing between them, as ``scripts/fastpath_probe.py`` runs them (on the H100 the bench
@@ -508,6 +537,7 @@ def train_run(
         "epoch_test_accuracy": [] if test else None,
         "status": "ok",
         "error": None,
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,  # as it was for this run
     }
     if test and test_after:
         record["tested_after_the_run"] = True
@@ -691,6 +721,21 @@ def ladder_steps(device: torch.device, settings: dict) -> list[dict]:
         add("cuda_graphs", "+ CUDA graphs (compile mode='reduce-overhead')", skipped="CUDA only")
     whole = fast.get("compile_scope") == "step"
     wide = fast.get("input_channels", 3) != 3
+    tuned = bool(fast.get("cudnn_benchmark"))
+
+    def autotuner(config: dict, where: str) -> dict:
+        # the cuDNN autotuner: cuDNN times its convolution algorithms for each shape and keeps the fastest
+        if device.type != "cuda":
+            add(
+                "cudnn_benchmark", "+ the cuDNN autotuner", skipped="CUDA only: it tunes cuDNN's convolutions"
+            )
+            return config
+        config = {**config, "cudnn_benchmark": True}
+        add("cudnn_benchmark", f"+ the cuDNN autotuner (torch.backends.cudnn.benchmark){where}", config)
+        return config
+
+    if tuned:  # asked for in the fast path (--cudnn-benchmark on): a step on the way to it
+        config = autotuner(config, "")
     if fast["batch_size"] != LADDER_BATCH or fast["optimizer"] != config["optimizer"] or whole or wide:
         # on a CPU back to a smaller batch; on a GPU on to a larger one, with Adam: the fast path's
         before = config["compile"]
@@ -711,11 +756,13 @@ def ladder_steps(device: torch.device, settings: dict) -> list[dict]:
             "(this device's fast path)",
             config,
         )
+    if not tuned:  # past the fast path: what it would buy there (and in the larger batches below)
+        config = autotuner(config, ", past the fast path" if device.type == "cuda" else "")
     # Larger batches, for their throughput: at the fast path's peak rate, which the rule would exceed
     # (on the CPU, 50,000 images, bf16: SGD diverged at batch 2,048, Adam failed to learn at 8,192).
     cap = _peak(fast["batch_size"], recipe_for(fast, settings))
     for batch in settings["ladder_batches"]:
-        mode = compile_mode_for(device, batch, "auto")
+        mode = compile_mode_for(device, batch, "auto", "step" if whole else "model")
         add(
             f"batch_{batch}",
             f"batch {batch} ({'Adam' if fast['optimizer'] == 'adam' else 'SGD'}'s recipe, lr capped at "
@@ -1172,6 +1219,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="test each epoch's weights (copied on the device) once a run is over, not between its epochs: "
         "the same accuracies, the epochs timed back to back (not benched on a GPU: in the H100 probe the "
         "bench's code ran at 511,531 images/s so against 564,180 testing between epochs)",
+    )
+    parser.add_argument(
+        "--cudnn-benchmark",
+        choices=("off", "on"),
+        default="off",
+        help="the fast path with the cuDNN autotuner (torch.backends.cudnn.benchmark; CUDA only). Off by "
+        "default until a GPU has measured it; on CUDA the ladder measures it in a step past the fast path",
     )
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out of the fast path")
     parser.add_argument("--no-channels-last", action="store_true", help="leave channels_last out")

@@ -5,9 +5,11 @@ The third H100 bench measured the fast path (``make bench``: Tudui, data on the 
 546,000 images/s, while the first run's throughput probe (``tudui-throughput-probe.json``: SGD
 with momentum, random batches, nothing else in the loop) reached 814,000 at the same batch. This
 script times the fast path's own loop (``helpers.fastpath.train_epoch``) with one thing changed
-at a time, and profiles one epoch of it, so that the next change to the fast path is chosen from
-measurements rather than guessed. Two variants run the bench's own code instead (its ``Pipeline``
-and ``train_run``), testing between epochs or after the run, to find why the bench measured less.
+at a time, and profiles one epoch of it (``--profile``: the loop, the whole step, the whole step
+with the cuDNN autotuner; each profile's costliest kernels kept in the JSON), so that the next
+change to the fast path is chosen from measurements rather than guessed. Two variants run the
+bench's own code instead (its ``Pipeline`` and ``train_run``), testing between epochs or after
+the run, to find why the bench measured less.
 
     python3 scripts/fastpath_probe.py [--out results/gpu/<device>/fastpath-probe.json]
 
@@ -42,6 +44,7 @@ from helpers.fastpath import (  # noqa: E402
     LossStep,
     adam,
     added_weights_max,
+    cudnn_autotuner,
     dataset_tensors,
     sgd,
     train_epoch,
@@ -87,7 +90,45 @@ VARIANTS = {
         "compile": "reduce-overhead",
         "pad": 8,
     },
+    # added after the second probe (not yet run on a GPU). With the whole step under CUDA graphs a step
+    # took about as long as its kernels, so 1,000,000 images/s needs faster kernels. In the profile,
+    # one generic NHWC convolution kernel (convolve_common_engine_float_NHWC) took 23.9% of the
+    # kernel time, picked by cuDNN's heuristics: the cuDNN autotuner times the algorithms instead
+    # (helpers.fastpath.cudnn_autotuner); max-autotune has Inductor time its own kernels too.
+    "whole step, CUDA graphs, cuDNN autotuner": {
+        "whole_step": True,
+        "compile": "reduce-overhead",
+        "cudnn_benchmark": True,
+    },
+    "whole step, CUDA graphs, cuDNN autotuner, batch 4096": {
+        "whole_step": True,
+        "compile": "reduce-overhead",
+        "cudnn_benchmark": True,
+        "batch": 4096,
+    },
+    "whole step, CUDA graphs, cuDNN autotuner, batch 8192": {
+        "whole_step": True,
+        "compile": "reduce-overhead",
+        "cudnn_benchmark": True,
+        "batch": 8192,
+    },
+    "whole step, CUDA graphs, cuDNN autotuner, 8 input channels": {
+        "whole_step": True,
+        "compile": "reduce-overhead",
+        "cudnn_benchmark": True,
+        "pad": 8,
+    },
+    "whole step compiled, mode=max-autotune": {"whole_step": True, "compile": "max-autotune"},
 }
+# the profiles: the loop as the bench ran it before 2026-11-23's second bench (profiled in both
+# probes), and the whole step, compiled in the default mode so that each kernel is seen on its
+# own (CUDA graphs run the same kernels), with cuDNN's heuristics and with its autotuner
+PROFILES = {
+    "loop": {"whole_step": False, "cudnn_benchmark": False},
+    "step": {"whole_step": True, "cudnn_benchmark": False},
+    "step-autotuner": {"whole_step": True, "cudnn_benchmark": True},
+}
+TOP_KERNELS = 12  # kept in the JSON for each profile
 
 
 def _epoch_whole_step(step_fn, loader, optimizer, schedule, first_step, device, no_stats):
@@ -148,6 +189,11 @@ def run_bench_code(name: str, change: dict, images, labels, device, epochs: int,
 def run_variant(name: str, change: dict, images, labels, device, epochs: int, test_loader=None) -> dict:
     if change.get("bench"):
         return run_bench_code(name, change, images, labels, device, epochs, test_loader)
+    with cudnn_autotuner(change.get("cudnn_benchmark", False)):
+        return _run_variant(name, change, images, labels, device, epochs, test_loader)
+
+
+def _run_variant(name: str, change: dict, images, labels, device, epochs: int, test_loader) -> dict:
     batch = change.get("batch", 2048)
     torch.manual_seed(0)
     torch.compiler.reset()
@@ -214,6 +260,7 @@ def run_variant(name: str, change: dict, images, labels, device, epochs: int, te
         "whole_step": whole,
         "no_stats": change.get("no_stats", False),
         "input_channels": change.get("pad", 3),
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
         "tested_after_every_epoch": test_between,
         "first_two_epochs_seconds": round(warmup, 2),
         "epoch_images_per_second": [round(r) for r in rates],
@@ -231,10 +278,18 @@ def run_variant(name: str, change: dict, images, labels, device, epochs: int, te
     return record
 
 
-def profile_fast_path(images, labels, device) -> dict:
-    """One epoch of the fast path under torch.profiler: the GPU's busy time against the wall time."""
+def profile_fast_path(images, labels, device, name: str = "loop") -> dict:
+    """One epoch under torch.profiler: the GPU's busy time against the wall time, and the kernels
+    that took most of it. ``name`` is one of ``PROFILES``: the loop as the bench ran it before (the
+    model compiled alone), or the whole step compiled, with or without the cuDNN autotuner."""
+    with cudnn_autotuner(PROFILES[name]["cudnn_benchmark"]):
+        return _profile(images, labels, device, name)
+
+
+def _profile(images, labels, device, name: str) -> dict:
     from torch.profiler import ProfilerActivity, profile
 
+    whole = PROFILES[name]["whole_step"]
     torch.manual_seed(0)
     torch.compiler.reset()
     model = Tudui().to(device).to(memory_format=torch.channels_last)
@@ -242,14 +297,35 @@ def profile_fast_path(images, labels, device) -> dict:
         images, labels, batch_size=2048, shuffle=True, generator=torch.Generator(device).manual_seed(0)
     )
     optimizer, _ = adam(model.parameters(), 0.004, fused=True)
-    net = torch.compile(Autocast(model, torch.bfloat16), dynamic=False)
+    net = Autocast(model, torch.bfloat16) if device.type == "cuda" else model
+    # compiled in the default mode: under CUDA graphs the same kernels run, unseen one by one. On a
+    # CPU (where the probe runs only to be tested) not compiled: that needs a C++ compiler and minutes
+    compiled = device.type == "cuda"
+
+    def compile_(module):
+        return torch.compile(module, dynamic=False) if compiled else module
+
+    if whole:
+        step = compile_(LossStep(net))
+
+        def epoch():
+            return _epoch_whole_step(step, loader, optimizer, None, 0, device, False)
+    else:
+        net = compile_(net)
+
+        def epoch():
+            return train_epoch(net, loader, optimizer, device).samples
+
     for _ in range(2):
-        train_epoch(net, loader, optimizer, device)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        start = time.perf_counter()
-        train_epoch(net, loader, optimizer, device)
+        epoch()
+    if device.type == "cuda":
         torch.cuda.synchronize()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        start = time.perf_counter()
+        epoch()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
         wall = time.perf_counter() - start
     events = prof.key_averages()
 
@@ -261,24 +337,40 @@ def profile_fast_path(images, labels, device) -> dict:
     # the kernels themselves (events on the device), as the table's "Self CUDA time total" counts
     # them: an operator's row on the CPU repeats its kernels' time (the first recording, which
     # summed every row, said 4.78 ms a step where the kernels took 2.36 ms)
-    kernel_us = sum(device_time(e) for e in events if e.device_type == DeviceType.CUDA)
-    table = events.table(
-        sort_by="self_cuda_time_total"
-        if not hasattr(events[0], "self_device_time_total")
-        else "self_device_time_total",
-        row_limit=25,
-    )
+    kernels = sorted((e for e in events if e.device_type == DeviceType.CUDA), key=device_time, reverse=True)
+    kernel_us = sum(device_time(e) for e in kernels)
+    if device.type != "cuda":
+        sort_by = "self_cpu_time_total"
+    elif hasattr(events[0], "self_device_time_total"):
+        sort_by = "self_device_time_total"
+    else:
+        sort_by = "self_cuda_time_total"
+    table = events.table(sort_by=sort_by, row_limit=25, max_name_column_width=60)
+    print(f"profile {name!r}:", flush=True)
     print(table, flush=True)
     steps = len(loader)
     result = {
+        "whole_step": whole,
+        "compiled": compiled,
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
         "steps": steps,
         "wall_ms_per_step": round(wall * 1000 / steps, 3),
         "gpu_kernel_ms_per_step": round(kernel_us / 1000 / steps, 3),
         "gpu_busy_fraction": round(kernel_us / 1e6 / wall, 3),
+        # each kernel's name (cut to 120 characters), its time per step and its launches per step
+        "top_kernels": [
+            {
+                "name": e.key[:120],
+                "us_per_step": round(device_time(e) / steps, 1),
+                "share": round(device_time(e) / kernel_us, 4) if kernel_us else None,
+                "calls_per_step": round(e.count / steps, 2),
+            }
+            for e in kernels[:TOP_KERNELS]
+        ],
         "note": "wall time under the profiler (which slows the CPU side); kernel time: the device events' "
         "self time (the table's 'Self CUDA time total')",
     }
-    print(json.dumps(result), flush=True)
+    print(json.dumps({k: v for k, v in result.items() if k != "top_kernels"}), flush=True)
     return result
 
 
@@ -289,11 +381,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-size", type=int, default=None)
     parser.add_argument("--test-size", type=int, default=None, help="test images, for a variant that tests")
     parser.add_argument("--only", action="append", default=None, help="variant names to run (default all)")
+    parser.add_argument(
+        "--profile",
+        action="append",
+        choices=(*PROFILES, "none"),
+        default=None,
+        help="profiles to take (repeatable; default on CUDA all of them, on a CPU none): loop: the model "
+        "compiled alone; step: the whole step; step-autotuner: the whole step with the cuDNN autotuner",
+    )
     args = parser.parse_args(argv)
     unknown = sorted(set(args.only or ()) - set(VARIANTS))
     if unknown:  # before any data is made
         parser.error(f"no variant named {', '.join(map(repr, unknown))}; the variants: {', '.join(VARIANTS)}")
     device = pick_device()
+    if args.profile is None:
+        profiles = list(PROFILES) if device.type == "cuda" else []
+    else:
+        profiles = [name for name in dict.fromkeys(args.profile) if name != "none"]
     dataset = load_cifar10(train=True, size=args.train_size)
     images, labels = dataset_tensors(dataset, device)
     images = images.contiguous(memory_format=torch.channels_last)
@@ -303,19 +407,27 @@ def main(argv: list[str] | None = None) -> int:
         "train_images": int(images.shape[0]),
         "variants": {},
     }
+
+    def save() -> None:  # after each variant and profile: a run stopped by a time limit keeps what it did
+        if args.out:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(record, indent=2) + "\n")
+
     print(f"{record['device']}, torch {torch.__version__}, {images.shape[0]:,} images", flush=True)
     chosen = {name: change for name, change in VARIANTS.items() if not args.only or name in args.only}
     test_loader = None
     if any(change.get("test_between") or change.get("bench") for change in chosen.values()):
         test = load_cifar10(train=False, size=args.test_size)
         test_loader = DeviceLoader(*dataset_tensors(test, device), batch_size=1000)  # as the bench's
+    # the profiles first: should a slow compile (max-autotune's, the last variant) meet the time limit
+    for name in profiles:
+        record.setdefault("profiles", {})[name] = profile_fast_path(images, labels, device, name)
+        save()
     for name, change in chosen.items():
         record["variants"][name] = run_variant(name, change, images, labels, device, args.epochs, test_loader)
-    if device.type == "cuda":
-        record["profile"] = profile_fast_path(images, labels, device)
+        save()
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(record, indent=2) + "\n")
+        save()
         print(f"wrote {args.out}")
     return 0
 

@@ -111,9 +111,20 @@ def train(kind, batch, data, device, args, precision, seed) -> dict:
     if kind == "plain":
         schedule = LargeBatchSchedule(batch, len(loader), args.epochs, warmup_epochs=0, decay="none")
     elif kind == "recipe":
-        schedule = LargeBatchSchedule(batch, len(loader), args.epochs, decay=args.decay)
+        schedule = LargeBatchSchedule(
+            batch,
+            len(loader),
+            args.epochs,
+            decay=args.decay,
+            warmup_epochs=args.warmup_epochs,
+            max_lr=args.max_lr,
+        )
     else:  # Adam: its recipe, or (adamplain) its peak rate from the first step, constant
-        shape = {"warmup_epochs": 0, "decay": "none"} if kind == "adamplain" else {"decay": args.decay}
+        shape = (
+            {"warmup_epochs": 0, "decay": "none"}
+            if kind == "adamplain"
+            else {"decay": args.decay, "warmup_epochs": args.warmup_epochs, "max_lr": args.max_lr}
+        )
         schedule = LargeBatchSchedule(
             batch,
             len(loader),
@@ -178,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--test-size", type=int, help="test images (default all)")
     parser.add_argument("--decay", choices=("cosine", "linear", "none"), default="cosine")
     parser.add_argument(
+        "--warmup-epochs", type=float, default=1.0, help="the recipes' warm-up, in epochs (default 1)"
+    )
+    parser.add_argument("--max-lr", type=float, help="cap the recipes' scaled peak rate (default: no cap)")
+    parser.add_argument(
         "--seeds",
         type=parse_seeds,
         default=[0],
@@ -229,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
             "epochs": args.epochs,
             "seeds": args.seeds,
             "decay": args.decay,
+            "warmup_epochs": args.warmup_epochs,
+            "max_lr": args.max_lr,
             "precision": precision.name,
             "memory_format": "channels_last",
             "optimizer": "SGD without momentum (plain, recipe); Adam (adam, adamplain)",

@@ -26,6 +26,7 @@ from helpers.fastpath import (
     added_weights_max,
     bf16_supported,
     choose_precision,
+    cudnn_autotuner,
     dataset_tensors,
     grad_scaler,
     sgd,
@@ -722,3 +723,29 @@ def test_a_widened_first_convolution_compiles_to_the_same_network():
     images = torch.rand(16, 3, 32, 32)
     compiled = torch.compile(wide, dynamic=False)  # inductor on the CPU: the padding inside the graph
     torch.testing.assert_close(compiled(images), tudui(images), rtol=1e-4, atol=1e-4)
+
+
+def test_the_cudnn_autotuner_is_on_inside_its_block_and_put_back_after_even_on_an_error():
+    before = torch.backends.cudnn.benchmark
+    for enabled in (True, False):
+        with cudnn_autotuner(enabled) as value:
+            assert torch.backends.cudnn.benchmark is enabled and value is enabled
+        assert torch.backends.cudnn.benchmark is before
+    with pytest.raises(ZeroDivisionError), cudnn_autotuner(not before):
+        raise ZeroDivisionError("inside the block")
+    assert torch.backends.cudnn.benchmark is before
+    torch.backends.cudnn.benchmark = True  # a setting of the user's own is put back too
+    try:
+        with cudnn_autotuner(False):
+            assert torch.backends.cudnn.benchmark is False
+        assert torch.backends.cudnn.benchmark is True
+    finally:
+        torch.backends.cudnn.benchmark = before
+
+
+@pytest.mark.parametrize("wrong", ["on", 1, None])
+def test_the_cudnn_autotuner_takes_only_true_or_false(wrong):
+    before = torch.backends.cudnn.benchmark
+    with pytest.raises(TypeError, match=r"cudnn_autotuner\(enabled\) takes True or False, got "):
+        cudnn_autotuner(wrong).__enter__()  # the check is made on entering, before the flag is touched
+    assert torch.backends.cudnn.benchmark is before

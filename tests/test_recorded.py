@@ -731,3 +731,48 @@ def test_the_docstrings_quote_the_second_probe_the_loader_probe_and_the_whole_st
         f"at {two('4 workers')} images/s with 4 workers, {two('15 workers, persistent, pinned')} with 15 "
         f"persistent pinned ones, and {two('the data on the device (the ceiling)')} with the data on"
     ) in data
+
+
+def test_the_readme_names_the_slow_kernel_of_the_second_profile_from_its_log():
+    """The README's case for the cuDNN autotuner: the generic kernel's time, share and cost per step,
+    the largest other kernel, the first convolution's part of the arithmetic, and the ceiling."""
+    from helpers.models import Tudui
+
+    folder = ROOT / "results" / "gpu" / "nvidia-h100-80gb-hbm3"
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    log = (folder / "fastpath-probe-2026-11-23.log").read_text()
+    profile = json.loads((folder / "fastpath-probe-2026-11-23.json").read_text())["profile"]
+    total = float(re.search(r"Self CUDA time total: ([\d.]+)ms", log).group(1))
+
+    def row(prefix):  # a kernel's self CUDA time (ms) and calls, from the profiler's table
+        line = next(line for line in log.splitlines() if line.startswith(prefix))
+        ms, calls = re.search(r"\s([\d.]+)ms\s+[\d.]+%\s+[\d.]+ms\s+[\d.]+us\s+(\d+)\s*$", line).groups()
+        return float(ms), int(calls)
+
+    generic, calls = row("void convolve_common_engine_float_NHWC")
+    wgrad, wgrad_calls = row("sm80_xmma_wgrad_implicit_gemm_indexed")  # the first such row, the costliest
+    steps = profile["steps"]
+    assert calls == steps  # once a step
+    per_step = generic / steps
+    assert (
+        f"ran {generic:.3f} ms of the {total:.3f} ms of kernel time over {steps} steps "
+        f"({generic / total:.1%}, {per_step * 1e3:.0f} µs a step)" in readme
+    )
+    assert f"the costliest two {wgrad:.3f} ms over {wgrad_calls} calls" in readme
+    convs = [m for m in Tudui().modules() if isinstance(m, torch.nn.Conv2d)]
+    sides = [32, 16, 8]  # each convolution's output, 'same' padding, before its pooling
+    macs = [
+        c.out_channels * c.in_channels * c.kernel_size[0] * c.kernel_size[1] * side * side
+        for c, side in zip(convs, sides, strict=True)
+    ]
+    assert (
+        convs[0].in_channels == 3 and convs[0].in_channels * 25 == 75 and round(macs[0] / sum(macs), 2) == 0.2
+    )
+    assert (
+        "(3 input channels, 75 weights per output channel) does a fifth of the convolutions' arithmetic"
+        in readme
+    )
+    kernels = profile["gpu_kernel_ms_per_step"]
+    without = kernels - per_step
+    assert f"would take {without:.2f} ms ({kernels:.2f} less {per_step:.2f})" in readme
+    assert f"about {2048 / without / 1e3:.2f} million images/s" in readme

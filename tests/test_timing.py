@@ -339,8 +339,18 @@ def test_time_to_accuracy_comes_from_the_per_epoch_records(cpu_run):
 def test_the_ladder_measures_each_step_or_says_why_not(cpu_run):
     _, stdout, result = cpu_run
     ladder = result["ladder"]
-    # in this order; on a CPU the fast path's smaller batch (128) comes last, after 06's batch 512
-    assert [rung["key"] for rung in ladder] == [*LADDER, "compile", "cuda_graphs", "fast_batch"]
+    # in this order; on a CPU the fast path's smaller batch (128) comes last, after 06's batch 512,
+    # and then the cuDNN autotuner, which a CPU cannot take
+    assert [rung["key"] for rung in ladder] == [
+        *LADDER,
+        "compile",
+        "cuda_graphs",
+        "fast_batch",
+        "cudnn_benchmark",
+    ]
+    assert (
+        ladder[-1]["skipped"] == "CUDA only: it tunes cuDNN's convolutions" and ladder[-1]["config"] is None
+    )
     sizes = [rung["config"]["batch_size"] for rung in ladder if rung["config"]]  # the measured rungs
     assert sizes[:3] == [64] * 3 and set(sizes[3:-1]) == {512} and sizes[-1] == 128
     measured = [rung for rung in ladder if not rung["skipped"]]
@@ -351,7 +361,7 @@ def test_the_ladder_measures_each_step_or_says_why_not(cpu_run):
         )
     assert measured[0]["speedup_seed"] is None or measured[0]["speedup_seed"] == 1
     assert all(r["images_per_second"] > 0 and r["warmup_seconds"] > 0 for r in measured)
-    assert {r["key"]: r["skipped"] for r in ladder[-3:-1]} == {
+    assert {r["key"]: r["skipped"] for r in ladder[-4:-2]} == {
         "compile": "GPU only: on a CPU it needs a C++ compiler and a long first compile "
         "(--compile-mode tries it)",
         "cuda_graphs": "CUDA only",
@@ -584,6 +594,75 @@ def test_the_fast_path_trains_with_sgd_up_to_its_limit_and_with_adam_past_it():
     assert "lr 0.02 (linear scaling)" in bench.describe_config(cpu["fast_config"], cpu)
 
 
+def _cuda_ladder(bench, monkeypatch, *options):
+    """The ladder ``make bench`` would climb on a CUDA GPU, worked out on the CPU (nothing is run):
+    the one device query it makes, whether fused SGD exists there, answered as on the H100."""
+    monkeypatch.setattr(bench, "_fused_available", lambda device: (True, "fused"))
+    settings = bench.settings_for(torch.device("cuda"), bench.parse_args(list(options)))
+    return settings, bench.ladder_steps(torch.device("cuda"), settings)
+
+
+def test_on_cuda_the_ladder_measures_the_cudnn_autotuner_past_the_fast_path(monkeypatch):
+    bench = _bench_module()
+    settings, steps = _cuda_ladder(bench, monkeypatch)
+    fast = settings["fast_config"]
+    assert "cudnn_benchmark" not in fast  # off by default: not yet measured on a GPU
+    keys = [step["key"] for step in steps]
+    assert keys[-4:] == ["cuda_graphs", "fast_batch", "cudnn_benchmark", "batch_8192"]
+    by_key = {step["key"]: step for step in steps}
+    assert by_key["fast_batch"]["config"] == fast and by_key["fast_batch"]["fast_path"]
+    tuned = by_key["cudnn_benchmark"]
+    assert tuned["config"] == {**fast, "cudnn_benchmark": True} and not tuned["fast_path"]
+    assert tuned["step"] == "+ the cuDNN autotuner (torch.backends.cudnn.benchmark), past the fast path"
+    assert bench.describe_config(tuned["config"], settings).endswith(
+        "the cuDNN autotuner (torch.backends.cudnn.benchmark)"
+    )
+    # batch 8,192 inherits it, and with the whole step compiled runs under CUDA graphs as the fast path
+    top = by_key["batch_8192"]["config"]
+    assert top["cudnn_benchmark"] and top["compile"] == "reduce-overhead" and top["compile_scope"] == "step"
+    assert top["batch_size"] == 8192 and top["max_lr"] == pytest.approx(0.001 * 16**0.5)
+    # asked for in the fast path, it is a step on the way to it, and the fast path's rung includes it
+    settings, steps = _cuda_ladder(bench, monkeypatch, "--cudnn-benchmark", "on")
+    assert settings["fast_config"]["cudnn_benchmark"] is True
+    keys = [step["key"] for step in steps]
+    assert keys[-4:] == ["cuda_graphs", "cudnn_benchmark", "fast_batch", "batch_8192"]
+    (fastest,) = [step for step in steps if step["fast_path"]]
+    assert fastest["key"] == "fast_batch" and fastest["config"] == settings["fast_config"]
+
+
+def test_the_bench_refuses_the_cudnn_autotuner_off_cuda(tmp_path):
+    done = _bench(tmp_path, "--cudnn-benchmark", "on")
+    assert done.returncode != 0 and list(tmp_path.iterdir()) == []
+    assert (
+        "--cudnn-benchmark on: the cuDNN autotuner tunes CUDA's convolutions, and this run is on cpu; "
+        "leave it out there, or run on a CUDA GPU (--device cuda)"
+    ) in done.stderr
+
+
+def test_each_run_sets_the_cudnn_autotuner_as_its_config_asks_and_puts_it_back(monkeypatch):
+    bench = _bench_module()
+    settings = bench.settings_for(torch.device("cpu"), bench.parse_args(["--quick", "--train-size", "64"]))
+    images, labels = torch.rand(64, 3, 32, 32), torch.randint(0, 10, (64,))
+    data = {"train_tensors": (images, labels), "train_tensors_cl": (images, labels)}
+    seen = []
+    real = bench.train_epoch
+
+    def watched(*args, **kwargs):  # the real loop, noting the flag each epoch ran under
+        seen.append(torch.backends.cudnn.benchmark)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(bench, "train_epoch", watched)
+    before = torch.backends.cudnn.benchmark
+    for asked in (True, False):
+        config = {**settings["fast_config"], "cudnn_benchmark": asked}
+        pipe = bench.Pipeline(config, data, torch.device("cpu"), 2, 0, settings)
+        seen.clear()
+        record = bench.train_run(pipe, data, torch.device("cpu"), 2, "autotuner", test=False)
+        assert record["status"] == "ok" and record["cudnn_benchmark"] is asked
+        assert seen == [asked] * 3  # the warm-up and both epochs
+        assert torch.backends.cudnn.benchmark is before
+
+
 def test_past_the_limit_the_bench_runs_adam_in_every_path_and_on_the_ladders_top(tmp_path):
     _, result = _bench_result(
         tmp_path, "--train-size", "256", "--test-size", "200", "--epochs", "2", "--repeats", "1",
@@ -595,11 +674,11 @@ def test_past_the_limit_the_bench_runs_adam_in_every_path_and_on_the_ladders_top
     assert peak in run["fast_path"]["lr"] and "warm-up" in run["fast_path"]["lr"]
     assert peak in run["linear_scaling_only"]["lr"] and "no warm-up" in run["linear_scaling_only"]["lr"]
     assert run["fast_path"]["optimizer"] == "fused" and run["seed_pipeline"]["status"] == "ok"
-    top = result["ladder"][-1]
+    *before, top = [rung for rung in result["ladder"] if not rung["skipped"]]  # the measured rungs
     assert top["key"] == "fast_batch" and top["fast_path"] and top["config"]["optimizer"] == "adam"
     assert "batch 1024 with Adam's recipe" in top["step"] and "fused Adam" in top["description"]
     # the rungs before it stay SGD's, 06's steps
-    assert {r["config"]["optimizer"] for r in result["ladder"][:-1] if r["config"]} == {"sgd"}
+    assert {r["config"]["optimizer"] for r in before} == {"sgd"}
 
 
 @pytest.mark.parametrize("seeds", ["x", ",", "0,-1"])
@@ -992,6 +1071,69 @@ def test_the_probe_tests_after_every_epoch_as_the_bench_does_and_names_its_varia
     assert "batch 4096" in wrong.stderr  # the names it has
 
 
+def test_the_probe_runs_a_variant_and_profiles_under_the_cudnn_autotuner(tmp_path):
+    """The probe's new variants and profiles (for the next GPU session) set the autotuner as they
+    say, and a profile records its kernels; here on the CPU, where nothing is compiled for it."""
+    out = tmp_path / "probe.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "fastpath_probe.py"), "--train-size", "512", "--epochs", "1",
+         "--only", "not compiled", "--profile", "step-autotuner", "--profile", "loop", "--out", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, "COURSE_DATA": "synthetic"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = json.loads(out.read_text())
+    assert record["variants"]["not compiled"]["cudnn_benchmark"] is False
+    assert list(record["profiles"]) == ["step-autotuner", "loop"] and "profile" not in record
+    tuned, loop = record["profiles"]["step-autotuner"], record["profiles"]["loop"]
+    assert (tuned["whole_step"], tuned["cudnn_benchmark"]) == (True, True)
+    assert (loop["whole_step"], loop["cudnn_benchmark"]) == (False, False)
+    for profile in (tuned, loop):
+        assert profile["compiled"] is False and profile["steps"] == 1 and profile["wall_ms_per_step"] > 0
+        assert profile["top_kernels"] == []  # a CPU runs no device kernels
+    assert "profile 'step-autotuner':" in done.stdout and "profile 'loop':" in done.stdout
+    # the probe's variant of the whole step under CUDA graphs with the autotuner, at 2,048 images
+    probe = _probe_module()
+    change = probe.VARIANTS["whole step, CUDA graphs, cuDNN autotuner"]
+    assert change == {"whole_step": True, "compile": "reduce-overhead", "cudnn_benchmark": True}
+    images, labels = torch.rand(256, 3, 32, 32), torch.randint(0, 10, (256,))
+    uncompiled = {**change, "compile": None}  # its loop and setting, without compiling on the CPU
+    before = torch.backends.cudnn.benchmark
+    variant = probe.run_variant("tuned", uncompiled, images, labels, torch.device("cpu"), 1)
+    assert variant["cudnn_benchmark"] is True and variant["whole_step"] and variant["images_per_second"] > 0
+    assert torch.backends.cudnn.benchmark is before
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"three profiles first, then its {len(probe.VARIANTS)} variants, five of them new" in readme
+    assert len(probe.PROFILES) == 3
+
+
+def _probe_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fastpath_probe", ROOT / "scripts" / "fastpath_probe.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    return probe
+
+
+def test_the_autotuners_docstring_quotes_the_recorded_profile():
+    """helpers.fastpath.cudnn_autotuner gives the generic NHWC kernel's share of the H100 profile."""
+    from helpers.fastpath import cudnn_autotuner
+
+    log = (ROOT / "results/gpu/nvidia-h100-80gb-hbm3/fastpath-probe-2026-11-23.log").read_text()
+    total = float(re.search(r"Self CUDA time total: ([\d.]+)ms", log).group(1))
+    row = next(line for line in log.splitlines() if line.startswith("void convolve_common_engine_float_NHWC"))
+    kernel = float(re.search(r"\s([\d.]+)ms\s+[\d.]+%", row).group(1))
+    steps = json.loads(
+        (ROOT / "results/gpu/nvidia-h100-80gb-hbm3/fastpath-probe-2026-11-23.json").read_text()
+    )["profile"]["steps"]
+    text = " ".join(cudnn_autotuner.__doc__.split())
+    quoted = (
+        f"took {kernel:.3f} ms of the {total:.3f} ms of kernel time over {steps} steps "
+        f"({kernel / total:.1%}) with the flag off"
+    )
+    assert quoted in text, quoted
+
+
 def test_the_recorded_fastpath_probe_counts_each_kernel_once():
     probe = json.loads((ROOT / "results/gpu/nvidia-h100-80gb-hbm3/fastpath-probe.json").read_text())
     log = (ROOT / "results/gpu/nvidia-h100-80gb-hbm3/fastpath-probe.log").read_text()
@@ -1027,9 +1169,9 @@ def test_the_bench_takes_the_fast_paths_candidates_and_says_so(tmp_path, option,
         assert result["runs"][0]["fast_path"]["added_weights_max"] == 0.0
         assert result["runs"][0]["linear_scaling_only"]["added_weights_max"] == 0.0
         assert "added_weights_max" not in result["runs"][0]["seed_pipeline"]
-    top = result["ladder"][-1]
+    *before, top = [r for r in result["ladder"] if not r["skipped"]]  # the measured rungs
     assert top["fast_path"] and top["config"][key] == value and rung in top["step"]
-    assert all(key not in (r["config"] or {}) for r in result["ladder"][:-1])
+    assert all(key not in r["config"] for r in before)
 
 
 def test_the_loader_probe_times_each_setting_with_and_without_the_step(tmp_path):
