@@ -335,9 +335,13 @@ def cudnn_autotuner(enabled: bool) -> Iterator[bool]:
     time that shape is seen, and keeps the fastest; with it off (PyTorch's default) it takes the
     one its heuristics name, without timing. For a network whose shapes never change (``Tudui``'s
     batches all have one shape but the last) the timing is paid once. Only CUDA's convolutions read
-    the flag; on a CPU it changes nothing. Why the fast path may want it: in the H100 profile of its
-    loop (``results/gpu/nvidia-h100-80gb-hbm3/fastpath-probe-2026-11-23.log``) one generic bf16
-    NHWC convolution kernel, ``convolve_common_engine_float_NHWC``, took 13.917 ms of the 58.181 ms
+    the flag; on a CPU it changes nothing. The price is repeatability: the timing can pick another
+    algorithm in the next run, and with it other rounding, so two runs from one seed may differ in
+    their last bits (``07_memory_and_errors``, deterministic algorithms).
+
+    Why the fast path may want it: in the H100 profile of its loop
+    (``results/gpu/nvidia-h100-80gb-hbm3/fastpath-probe-2026-11-23.log``) one generic bf16 NHWC
+    convolution kernel, ``convolve_common_engine_float_NHWC``, took 13.917 ms of the 58.181 ms
     of kernel time over 25 steps (23.9%) with the flag off. Whether the autotuner picks a faster
     one there is for ``scripts/fastpath_probe.py`` and ``make bench``'s ladder to measure on a GPU.
     """

@@ -550,6 +550,33 @@ def test_the_large_batch_script_records_every_epoch_and_every_divergence(tmp_pat
     assert reference["batch_size"] == 64 and reference["epochs"] == 10 and reference["test_accuracy"] > 0.4
 
 
+def test_the_large_batch_script_takes_a_longer_warm_up_and_a_capped_rate(tmp_path):
+    """--warmup-epochs and --max-lr (tried for Adam at batch 4,096, where the square-root rule's
+    0.0057 failed): the recipes' schedules say what they were given, and the control keeps none."""
+    env = {**os.environ, "COURSE_DATA": "synthetic", "CUDA_VISIBLE_DEVICES": ""}
+    command = [sys.executable, str(ROOT / "scripts" / "large_batch.py"), "--device", "cpu", "--quick"]
+    command += ["--train-size", "256", "--test-size", "100", "--epochs", "2", "--name", "cap"]
+    command += [
+        "--configs",
+        "adam@512,adamplain@512,recipe@128",
+        "--warmup-epochs",
+        "2",
+        "--max-lr",
+        "0.0015",
+    ]
+    done = subprocess.run(
+        [*command, "--out", str(tmp_path)], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (path,) = tmp_path.glob("large-batch-cap-cpu-*-quick.json")
+    result = json.loads(path.read_text())
+    assert (result["settings"]["warmup_epochs"], result["settings"]["max_lr"]) == (2.0, 0.0015)
+    adam, plain, recipe = (run["schedule"] for run in result["runs"])
+    assert "lr 0.0015 (max_lr; the rule gives 0.002), a warm-up from 0.001 over 2 steps" in adam, adam
+    assert "lr 0.002 = 0.001 x sqrt(512/128)" in plain and "no warm-up" in plain, plain
+    assert "lr 0.0015 (max_lr; the rule gives 0.02), a warm-up from 0.0015 over 4 steps" in recipe, recipe
+
+
 def _bench_module():
     import importlib.util
 
