@@ -1262,3 +1262,67 @@ def test_testing_after_the_run_gives_the_same_accuracies_with_the_epochs_back_to
         assert deferred["epoch_test_accuracy"] == tested["epoch_test_accuracy"], path
         assert deferred["epoch_train_loss"] == tested["epoch_train_loss"], path
     assert after["runs"][0]["time_to_accuracy"]["target"] == between["runs"][0]["time_to_accuracy"]["target"]
+
+
+def test_the_readme_quotes_the_batch_4096_trials_from_their_files():
+    """Adam at batch 4,096 on the CPU (results/large-batch-adam4096-*.json): each quoted figure."""
+    readme = " ".join((ROOT / "README.md").read_text().split())
+
+    def runs(name):
+        result = json.loads((ROOT / "results" / f"large-batch-adam4096-{name}-cpu-amd-epyc.json").read_text())
+        assert result["device"]["type"] == "cpu" and result["settings"]["train_size"] == 50_000
+        return result["settings"], result["runs"], result["seed_pipeline_reference"]["test_accuracy"]
+
+    settings, (rule,), target = runs("w1")
+    # made before --max-lr existed: no cap (the schedule below says the rule's rate)
+    assert (settings["epochs"], settings["warmup_epochs"], settings.get("max_lr")) == (15, 1.0, None)
+    assert "lr 0.00565685 = 0.001 x sqrt(4096/128)" in rule["schedule"]
+    loss, accuracy = rule["epoch_train_loss"], rule["epoch_test_accuracy"]
+    assert max(loss[:3]) == loss[2] and f"loss rose from {loss[0]:.2f} to {loss[2]:.2f} by epoch 3" in readme
+    assert f"and the run ended at {accuracy[-1]:.1%}; - **the same with a three-epoch" in readme
+    settings, (longer,), _ = runs("w3")
+    assert (settings["epochs"], settings["warmup_epochs"]) == (15, 3.0)
+    peak = max(longer["epoch_train_loss"])
+    assert longer["epoch_train_loss"].index(peak) == 4 and f"the loss rose to {peak:.2f} in epoch 5" in readme
+    assert f"and the run ended at {longer['epoch_test_accuracy'][-1]:.1%}. The warm-up" in readme
+    settings, (short,), _ = runs("cap004")
+    assert (settings["epochs"], settings["max_lr"]) == (15, 0.004) and "lr 0.004 (max_lr" in short["schedule"]
+    assert (
+        max(short["epoch_test_accuracy"]) < target
+        and f"15 epochs: {short['epoch_test_accuracy'][-1]:.1%}" in readme
+    )
+    assert f"below the seed's {target:.1%}" in readme
+    first, (seed0,), _ = runs("cap004-30ep")
+    second, (seed1, seed2), _ = runs("cap004-30ep-seeds12")
+    assert first["epochs"] == second["epochs"] == 30 and first["max_lr"] == second["max_lr"] == 0.004
+    trio = [seed0, seed1, seed2]
+    assert [run["seed"] for run in trio] == [0, 1, 2] and all(run["status"] == "ok" for run in trio)
+    reached = [next(e for e, a in enumerate(run["epoch_test_accuracy"], 1) if a >= target) for run in trio]
+    ended = ", ".join(f"{run['epoch_test_accuracy'][-1]:.1%}" for run in trio[:2])
+    assert (
+        f"after epochs {reached[0]}, {reached[1]} and {reached[2]} and ended at {ended} and "
+        f"{seed2['epoch_test_accuracy'][-1]:.1%}" in readme
+    )
+    l0, l2 = seed0["epoch_train_loss"], seed2["epoch_train_loss"]
+    assert l0[3] > l0[2] and l2[1] > l2[0]
+    rises = f"seed 0: from {l0[2]:.2f} to {l0[3]:.2f} in epoch 4; seed 2: from {l2[0]:.2f} to {l2[1]:.2f}"
+    assert f"{rises} in epoch 2" in readme
+    # time to accuracy on the GPU at the probe's batch-4,096 rate, the rate quoted from its file
+    probe = json.loads(
+        (ROOT / "results/gpu/nvidia-h100-80gb-hbm3/fastpath-probe-2026-11-23.json").read_text()
+    )
+    rate = probe["variants"]["whole step compiled, mode=reduce-overhead, batch 4096"]["images_per_second"]
+    seconds = max(reached) * 50_000 / rate
+    assert f"near {seconds:.1f} s ({max(reached)} epochs of 50,000 images at {rate:,} images/s)" in readme
+    at_2048 = probe["variants"]["whole step compiled, mode=reduce-overhead"]["images_per_second"]
+    assert f"at {rate:,} images/s there, against {at_2048:,} at 2,048" in readme
+    assert round((rate / at_2048 - 1) * 100) == 4 and "twice the epochs for 4% more images/s" in readme
+    # the stopped H100 bench at 4,096: its two fast-path runs' last test accuracies
+    log = ROOT / "results/gpu/nvidia-h100-80gb-hbm3/bench-2026-11-23-whole-step-batch-4096-stopped.log"
+    sections = re.split(r"\n  (run \d, [a-z ]+):\n", log.read_text())
+    ends = [
+        re.search(r"epoch 15: .* test accuracy ([\d.]+)%", body).group(1)
+        for label, body in zip(sections[1::2], sections[2::2], strict=True)
+        if label.endswith("fast path")
+    ]
+    assert f"learned too little there in the stopped H100 bench ({ends[0]}% and {ends[1]}%)" in readme
