@@ -331,19 +331,25 @@ class LossStep(nn.Module):
 def cudnn_autotuner(enabled: bool) -> Iterator[bool]:
     """``torch.backends.cudnn.benchmark`` set to ``enabled`` inside the block, and put back after.
 
-    With it on, cuDNN times every convolution algorithm it has for each new input shape, the first
-    time that shape is seen, and keeps the fastest; with it off (PyTorch's default) it takes the
-    one its heuristics name, without timing. For a network whose shapes never change (``Tudui``'s
-    batches all have one shape but the last) the timing is paid once. Only CUDA's convolutions read
-    the flag; on a CPU it changes nothing. The price is repeatability: the timing can pick another
-    algorithm in the next run, and with it other rounding, so two runs from one seed may differ in
-    their last bits (``07_memory_and_errors``, deterministic algorithms).
+    With it on, cuDNN times its candidate algorithms for a convolution (up to
+    ``torch.backends.cudnn.benchmark_limit`` of them, 10 by default) the first time it meets its
+    shape, and keeps the fastest; with it off (PyTorch's default) it takes the one its heuristics
+    name, without timing. Either way the plan it picked is kept for that shape for the rest of the
+    process: the key of PyTorch's plan cache has no place for the flag. So the flag acts only on
+    shapes the process has not run yet, and putting it back undoes nothing; to compare the two,
+    run each in a process of its own (``scripts/fastpath_probe.py`` does). For a network whose
+    shapes never change (``Tudui``'s batches all have one shape but the last) the timing is paid
+    once. Only CUDA's convolutions read the flag; on a CPU it changes nothing. The price is
+    repeatability: the timing can pick another algorithm in the next run, and with it other
+    rounding, so two runs from one seed may differ in their last bits (``07_memory_and_errors``,
+    deterministic algorithms).
 
     Why the fast path may want it: in the H100 profile of its loop
     (``results/gpu/nvidia-h100-80gb-hbm3/fastpath-probe-2026-11-23.log``) one generic bf16 NHWC
     convolution kernel, ``convolve_common_engine_float_NHWC``, took 13.917 ms of the 58.181 ms
     of kernel time over 25 steps (23.9%) with the flag off. Whether the autotuner picks a faster
-    one there is for ``scripts/fastpath_probe.py`` and ``make bench``'s ladder to measure on a GPU.
+    one there is for the probe, and for two benches (``make bench`` with and without
+    ``--cudnn-benchmark on``), to measure on a GPU.
     """
     if not isinstance(enabled, bool):
         raise TypeError(

@@ -30,7 +30,7 @@ Run ``make bench`` (or ``.venv/bin/python scripts/bench.py``) on whatever device
   workers with pinned memory and non-blocking copies; the data on the device; batch 512 with the
   recipe, as 06_performance; channels_last; mixed precision; the fused optimizer; ``torch.compile``;
   CUDA graphs; then the fast path's batch and optimizer: on a CPU batch 128, on CUDA batch
-  2,048 with Adam; on CUDA also the cuDNN autotuner and batch 8,192), each
+  2,048 with Adam; on CUDA also batch 8,192), each
   trained for a few epochs and timed, so that the
   report shows what each step buys on this device; a step the device cannot take is listed as
   skipped, with the reason;
@@ -537,7 +537,8 @@ def _train_run(
         "epoch_test_accuracy": [] if test else None,
         "status": "ok",
         "error": None,
-        "cudnn_benchmark": torch.backends.cudnn.benchmark,  # as it was for this run
+        # the flag as it was for this run: cuDNN tunes only the shapes this process had not run before
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
     }
     if test and test_after:
         record["tested_after_the_run"] = True
@@ -721,22 +722,12 @@ def ladder_steps(device: torch.device, settings: dict) -> list[dict]:
         add("cuda_graphs", "+ CUDA graphs (compile mode='reduce-overhead')", skipped="CUDA only")
     whole = fast.get("compile_scope") == "step"
     wide = fast.get("input_channels", 3) != 3
+    # The cuDNN autotuner has no step of its own: cuDNN keeps the plan it chose for a convolution's
+    # shape for the rest of the process, whatever the flag was when it chose, so a step that only
+    # turned the flag on would reuse the plans of the runs before it. It comes with the fast path.
     tuned = bool(fast.get("cudnn_benchmark"))
-
-    def autotuner(config: dict, where: str) -> dict:
-        # the cuDNN autotuner: cuDNN times its convolution algorithms for each shape and keeps the fastest
-        if device.type != "cuda":
-            add(
-                "cudnn_benchmark", "+ the cuDNN autotuner", skipped="CUDA only: it tunes cuDNN's convolutions"
-            )
-            return config
-        config = {**config, "cudnn_benchmark": True}
-        add("cudnn_benchmark", f"+ the cuDNN autotuner (torch.backends.cudnn.benchmark){where}", config)
-        return config
-
-    if tuned:  # asked for in the fast path (--cudnn-benchmark on): a step on the way to it
-        config = autotuner(config, "")
-    if fast["batch_size"] != LADDER_BATCH or fast["optimizer"] != config["optimizer"] or whole or wide:
+    changed = fast["batch_size"] != LADDER_BATCH or fast["optimizer"] != config["optimizer"]
+    if changed or whole or wide or tuned:
         # on a CPU back to a smaller batch; on a GPU on to a larger one, with Adam: the fast path's
         before = config["compile"]
         config = {
@@ -746,9 +737,11 @@ def ladder_steps(device: torch.device, settings: dict) -> list[dict]:
             "optimizer": fast["optimizer"],
             **({"compile_scope": "step"} if whole else {}),
             **({"input_channels": fast["input_channels"]} if wide else {}),
+            **({"cudnn_benchmark": True} if tuned else {}),
         }
         recipe = "Adam's recipe" if fast["optimizer"] == "adam" else "the recipe"
         widened = f", first convolution on {fast['input_channels']} channels" if wide else ""
+        widened += ", the cuDNN autotuner" if tuned else ""
         mode = f", compile mode={fast['compile']}" if fast["compile"] and fast["compile"] != before else ""
         add(
             "fast_batch",
@@ -756,13 +749,12 @@ def ladder_steps(device: torch.device, settings: dict) -> list[dict]:
             "(this device's fast path)",
             config,
         )
-    if not tuned:  # past the fast path: what it would buy there (and in the larger batches below)
-        config = autotuner(config, ", past the fast path" if device.type == "cuda" else "")
     # Larger batches, for their throughput: at the fast path's peak rate, which the rule would exceed
     # (on the CPU, 50,000 images, bf16: SGD diverged at batch 2,048, Adam failed to learn at 8,192).
     cap = _peak(fast["batch_size"], recipe_for(fast, settings))
     for batch in settings["ladder_batches"]:
-        mode = compile_mode_for(device, batch, "auto", "step" if whole else "model")
+        # with the whole step compiled, as the fast path is; the model alone: the mode its batch gets
+        mode = fast["compile"] if whole else compile_mode_for(device, batch, "auto")
         add(
             f"batch_{batch}",
             f"batch {batch} ({'Adam' if fast['optimizer'] == 'adam' else 'SGD'}'s recipe, lr capped at "
@@ -1224,8 +1216,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--cudnn-benchmark",
         choices=("off", "on"),
         default="off",
-        help="the fast path with the cuDNN autotuner (torch.backends.cudnn.benchmark; CUDA only). Off by "
-        "default until a GPU has measured it; on CUDA the ladder measures it in a step past the fast path",
+        help="the fast path with the cuDNN autotuner (torch.backends.cudnn.benchmark; CUDA only; off by "
+        "default until a GPU has measured it). Compare a bench with it and one without: cuDNN keeps the "
+        "plan it chose for a shape for the whole process, so one process cannot measure both",
     )
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out of the fast path")
     parser.add_argument("--no-channels-last", action="store_true", help="leave channels_last out")

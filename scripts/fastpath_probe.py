@@ -23,7 +23,9 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -94,7 +96,9 @@ VARIANTS = {
     # took about as long as its kernels, so 1,000,000 images/s needs faster kernels. In the profile,
     # one generic NHWC convolution kernel (convolve_common_engine_float_NHWC) took 23.9% of the
     # kernel time, picked by cuDNN's heuristics: the cuDNN autotuner times the algorithms instead
-    # (helpers.fastpath.cudnn_autotuner); max-autotune has Inductor time its own kernels too.
+    # (helpers.fastpath.cudnn_autotuner). Each of these runs in a process of its own (main's
+    # run_alone): cuDNN keeps the plan it chose for a shape for the whole process, whatever the flag
+    # was then. max-autotune: Inductor times candidate kernels of its own (it leaves the flag alone).
     "whole step, CUDA graphs, cuDNN autotuner": {
         "whole_step": True,
         "compile": "reduce-overhead",
@@ -121,8 +125,9 @@ VARIANTS = {
     "whole step compiled, mode=max-autotune": {"whole_step": True, "compile": "max-autotune"},
 }
 # the profiles: the loop as the bench ran it before 2026-11-23's second bench (profiled in both
-# probes), and the whole step, compiled in the default mode so that each kernel is seen on its
-# own (CUDA graphs run the same kernels), with cuDNN's heuristics and with its autotuner
+# probes), and the whole step, compiled in the default mode (the kernels that run under CUDA graphs,
+# each with the operation that launched it), with cuDNN's heuristics and, in a process of its own,
+# with its autotuner
 PROFILES = {
     "loop": {"whole_step": False, "cudnn_benchmark": False},
     "step": {"whole_step": True, "cudnn_benchmark": False},
@@ -298,8 +303,9 @@ def _profile(images, labels, device, name: str) -> dict:
     )
     optimizer, _ = adam(model.parameters(), 0.004, fused=True)
     net = Autocast(model, torch.bfloat16) if device.type == "cuda" else model
-    # compiled in the default mode: under CUDA graphs the same kernels run, unseen one by one. On a
-    # CPU (where the probe runs only to be tested) not compiled: that needs a C++ compiler and minutes
+    # compiled in the default mode: the kernels that run under CUDA graphs, each with the operation
+    # that launched it. On a CPU (where the probe runs only to be tested) not compiled: that needs a
+    # C++ compiler and minutes
     compiled = device.type == "cuda"
 
     def compile_(module):
@@ -374,6 +380,32 @@ def _profile(images, labels, device, name: str) -> dict:
     return result
 
 
+def run_alone(args: argparse.Namespace, *, variant: str | None = None, profile: str | None = None) -> dict:
+    """A variant or a profile with the cuDNN autotuner, run by this script in a fresh process.
+
+    cuDNN keeps the plan it chose for a convolution's shape for the rest of the process, whatever
+    ``torch.backends.cudnn.benchmark`` was when it chose (the key of PyTorch's plan cache has no
+    place for the flag), so after the variants without the autotuner have run a shape, turning the
+    flag on changes nothing for it. In a fresh process every shape is first met with the flag on.
+    Its printout goes to this one's; a process that fails is recorded with its exit status."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "alone.json"
+        command = [sys.executable, str(Path(__file__).resolve()), "--same-process", "--out", str(out)]
+        command += ["--epochs", str(args.epochs)]
+        for option, value in (("--train-size", args.train_size), ("--test-size", args.test_size)):
+            command += [option, str(value)] if value is not None else []
+        command += ["--only", variant] if variant else []
+        command += ["--profile", profile or "none"]
+        sys.stdout.flush()
+        done = subprocess.run(command, cwd=ROOT)
+        if done.returncode != 0 or not out.exists():
+            print(f"{variant or profile}: its process ended with status {done.returncode}", flush=True)
+            return {"own_process": True, "exit_status": done.returncode}
+        child = json.loads(out.read_text())
+    result = child["variants"][variant] if variant else child["profiles"][profile]
+    return {**result, "own_process": True}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=None)
@@ -381,6 +413,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-size", type=int, default=None)
     parser.add_argument("--test-size", type=int, default=None, help="test images, for a variant that tests")
     parser.add_argument("--only", action="append", default=None, help="variant names to run (default all)")
+    parser.add_argument(
+        "--same-process",
+        action="store_true",
+        help="run the cuDNN autotuner's variants and profile in this process too (by default each runs in "
+        "a fresh one: cuDNN keeps the plan it chose for a shape, whatever the flag was then)",
+    )
     parser.add_argument(
         "--profile",
         action="append",
@@ -414,17 +452,28 @@ def main(argv: list[str] | None = None) -> int:
             args.out.write_text(json.dumps(record, indent=2) + "\n")
 
     print(f"{record['device']}, torch {torch.__version__}, {images.shape[0]:,} images", flush=True)
-    chosen = {name: change for name, change in VARIANTS.items() if not args.only or name in args.only}
+    if args.same_process and args.only is None:  # a child of run_alone: only what it was given
+        args.only = []
+    chosen = {name: change for name, change in VARIANTS.items() if args.only is None or name in args.only}
     test_loader = None
     if any(change.get("test_between") or change.get("bench") for change in chosen.values()):
         test = load_cifar10(train=False, size=args.test_size)
         test_loader = DeviceLoader(*dataset_tensors(test, device), batch_size=1000)  # as the bench's
+
     # the profiles first: should a slow compile (max-autotune's, the last variant) meet the time limit
     for name in profiles:
-        record.setdefault("profiles", {})[name] = profile_fast_path(images, labels, device, name)
+        if PROFILES[name]["cudnn_benchmark"] and not args.same_process:
+            result = run_alone(args, profile=name)
+        else:
+            result = profile_fast_path(images, labels, device, name)
+        record.setdefault("profiles", {})[name] = result
         save()
     for name, change in chosen.items():
-        record["variants"][name] = run_variant(name, change, images, labels, device, args.epochs, test_loader)
+        if change.get("cudnn_benchmark") and not args.same_process:
+            result = run_alone(args, variant=name)
+        else:
+            result = run_variant(name, change, images, labels, device, args.epochs, test_loader)
+        record["variants"][name] = result
         save()
     if args.out:
         save()
