@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import json
 import os
 import platform
@@ -490,6 +491,19 @@ class Pipeline:
         self.loader = None
 
 
+def _under_the_pipes_autotuner(run):
+    """``run(pipe, ...)`` with the cuDNN autotuner on where ``pipe``'s config asks for it
+    (``cudnn_benchmark``), off otherwise: the flag is global, so each run sets it and puts it back."""
+
+    @functools.wraps(run)
+    def wrapped(pipe, *args, **kwargs):
+        with cudnn_autotuner(bool(pipe.config.get("cudnn_benchmark", False))):
+            return run(pipe, *args, **kwargs)
+
+    return wrapped
+
+
+@_under_the_pipes_autotuner
 def train_run(
     pipe: Pipeline,
     data: dict,
@@ -501,25 +515,6 @@ def train_run(
     test_after: bool = False,
 ) -> dict:
     """Train ``pipe`` for ``epochs``, timing each epoch (and testing after it when ``test``).
-
-    With the cuDNN autotuner on where ``pipe``'s config asks for it (``cudnn_benchmark``), off
-    otherwise: the flag is global, so each run sets it for itself and puts it back after.
-    """
-    with cudnn_autotuner(bool(pipe.config.get("cudnn_benchmark", False))):
-        return _train_run(pipe, data, device, epochs, label, test=test, test_after=test_after)
-
-
-def _train_run(
-    pipe: Pipeline,
-    data: dict,
-    device: torch.device,
-    epochs: int,
-    label: str,
-    *,
-    test: bool,
-    test_after: bool = False,
-) -> dict:
-    """``train_run``'s work, under the autotuner's setting.
 
     With ``test_after`` each epoch's weights are copied (on the device, outside the timing) and
     tested once the run is over: the same accuracies, but the epochs run one after the other with

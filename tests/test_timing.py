@@ -503,29 +503,21 @@ def test_a_diverged_run_is_reported_not_averaged_away():
     assert "FAILED: fast path run 2 ended at 10.0%, near chance (10%): it diverged (another run" in text
 
 
-def test_the_large_batch_script_records_every_epoch_and_every_divergence(tmp_path):
+def _large_batch(tmp_path, name: str, *options: str) -> dict:
+    """scripts/large_batch.py run for real on this CPU (256 images, 2 epochs, quick): its result."""
     env = {**os.environ, "COURSE_DATA": "synthetic", "CUDA_VISIBLE_DEVICES": ""}
     command = [sys.executable, str(ROOT / "scripts" / "large_batch.py"), "--device", "cpu", "--quick"]
-    command += [
-        "--train-size",
-        "256",
-        "--test-size",
-        "100",
-        "--epochs",
-        "2",
-        "--configs",
-        "plain@64,recipe@128,adam@512",
-        "--seeds",
-        "0,1",
-        "--name",
-        "test",
-    ]
+    command += ["--train-size", "256", "--test-size", "100", "--epochs", "2", "--name", name, *options]
     done = subprocess.run(
         [*command, "--out", str(tmp_path)], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    (path,) = tmp_path.glob("large-batch-test-cpu-*-quick.json")
-    result = json.loads(path.read_text())
+    (path,) = tmp_path.glob(f"large-batch-{name}-cpu-*-quick.json")
+    return json.loads(path.read_text())
+
+
+def test_the_large_batch_script_records_every_epoch_and_every_divergence(tmp_path):
+    result = _large_batch(tmp_path, "test", "--configs", "plain@64,recipe@128,adam@512", "--seeds", "0,1")
     configs = [(run["config"], run["seed"]) for run in result["runs"]]
     assert configs == [(c, seed) for c in ("plain@64", "recipe@128", "adam@512") for seed in (0, 1)]
     for run in result["runs"]:
@@ -543,23 +535,10 @@ def test_the_large_batch_script_records_every_epoch_and_every_divergence(tmp_pat
 def test_the_large_batch_script_takes_a_longer_warm_up_and_a_capped_rate(tmp_path):
     """--warmup-epochs and --max-lr (tried for Adam at batch 4,096, where the square-root rule's
     0.0057 failed): the recipes' schedules say what they were given, and the control keeps none."""
-    env = {**os.environ, "COURSE_DATA": "synthetic", "CUDA_VISIBLE_DEVICES": ""}
-    command = [sys.executable, str(ROOT / "scripts" / "large_batch.py"), "--device", "cpu", "--quick"]
-    command += ["--train-size", "256", "--test-size", "100", "--epochs", "2", "--name", "cap"]
-    command += [
-        "--configs",
-        "adam@512,adamplain@512,recipe@128",
-        "--warmup-epochs",
-        "2",
-        "--max-lr",
-        "0.0015",
-    ]
-    done = subprocess.run(
-        [*command, "--out", str(tmp_path)], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    (path,) = tmp_path.glob("large-batch-cap-cpu-*-quick.json")
-    result = json.loads(path.read_text())
+    result = _large_batch(
+        tmp_path, "cap", "--configs", "adam@512,adamplain@512,recipe@128", "--warmup-epochs", "2",
+        "--max-lr", "0.0015",
+    )  # fmt: skip
     assert (result["settings"]["warmup_epochs"], result["settings"]["max_lr"]) == (2.0, 0.0015)
     adam, plain, recipe = (run["schedule"] for run in result["runs"])
     assert "lr 0.0015 (max_lr; the rule gives 0.002), a warm-up from 0.001 over 2 steps" in adam, adam
@@ -567,13 +546,18 @@ def test_the_large_batch_script_takes_a_longer_warm_up_and_a_capped_rate(tmp_pat
     assert "lr 0.0015 (max_lr; the rule gives 0.02), a warm-up from 0.0015 over 4 steps" in recipe, recipe
 
 
-def _bench_module():
+def _script(name: str):
+    """scripts/<name>.py, imported as a module."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("bench_script", ROOT / "scripts" / "bench.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
+    spec = importlib.util.spec_from_file_location(f"{name}_script", ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _bench_module():
+    return _script("bench")
 
 
 def test_the_fast_path_trains_with_sgd_up_to_its_limit_and_with_adam_past_it():
@@ -1120,7 +1104,7 @@ def test_the_probe_runs_a_variant_and_profiles_under_the_cudnn_autotuner(tmp_pat
         assert profile["top_kernels"] == []  # a CPU runs no device kernels
     assert "profile 'step-autotuner':" in done.stdout and "profile 'loop':" in done.stdout
     # the probe's variant of the whole step under CUDA graphs with the autotuner, at 2,048 images
-    probe = _probe_module()
+    probe = _script("fastpath_probe")
     change = probe.VARIANTS["whole step, CUDA graphs, cuDNN autotuner"]
     assert change == {"whole_step": True, "compile": "reduce-overhead", "cudnn_benchmark": True}
     images, labels = torch.rand(256, 3, 32, 32), torch.randint(0, 10, (256,))
@@ -1132,15 +1116,6 @@ def test_the_probe_runs_a_variant_and_profiles_under_the_cudnn_autotuner(tmp_pat
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert f"three profiles first, then its {len(probe.VARIANTS)} variants, five of them new" in readme
     assert len(probe.PROFILES) == 3
-
-
-def _probe_module():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("fastpath_probe", ROOT / "scripts" / "fastpath_probe.py")
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
-    return probe
 
 
 def test_the_autotuners_docstring_quotes_the_recorded_profile():
@@ -1205,11 +1180,7 @@ def test_the_bench_takes_the_fast_paths_candidates_and_says_so(tmp_path, option,
 def test_the_loader_probe_times_each_setting_with_and_without_the_step(tmp_path):
     """scripts/loader_probe.py (for the next GPU run: how fast the notebooks' DataLoaders can feed it),
     here on the CPU with a few images: the settings it names for 16 cores, and three of them run."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("loader_probe", ROOT / "scripts" / "loader_probe.py")
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
+    probe = _script("loader_probe")
     names = list(probe.settings(16))  # the H100 machine's cores
     assert names[:6] == ["no workers", "1 worker", "2 workers", "4 workers", "8 workers", "15 workers"]
     assert "15 workers, persistent, pinned" in names and "Tudui's step, 4 workers" in names
