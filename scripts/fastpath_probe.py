@@ -387,20 +387,25 @@ def run_alone(args: argparse.Namespace, *, variant: str | None = None, profile: 
     ``torch.backends.cudnn.benchmark`` was when it chose (the key of PyTorch's plan cache has no
     place for the flag), so after the variants without the autotuner have run a shape, turning the
     flag on changes nothing for it. In a fresh process every shape is first met with the flag on.
-    Its printout goes to this one's; a process that fails is recorded with its exit status."""
+    Its printout goes to this one's. A process that fails, or runs past ``--child-timeout``
+    seconds (and is then stopped), is recorded as failed, with its exit status or ``"timeout"``,
+    and the probe goes on to the next."""
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "alone.json"
-        command = [sys.executable, str(Path(__file__).resolve()), "--same-process", "--out", str(out)]
+        command = [sys.executable, str(Path(__file__).resolve()), "--child", "--out", str(out)]
         command += ["--epochs", str(args.epochs)]
         for option, value in (("--train-size", args.train_size), ("--test-size", args.test_size)):
             command += [option, str(value)] if value is not None else []
         command += ["--only", variant] if variant else []
         command += ["--profile", profile or "none"]
         sys.stdout.flush()
-        done = subprocess.run(command, cwd=ROOT)
-        if done.returncode != 0 or not out.exists():
-            print(f"{variant or profile}: its process ended with status {done.returncode}", flush=True)
-            return {"own_process": True, "exit_status": done.returncode}
+        try:
+            status = subprocess.run(command, cwd=ROOT, timeout=args.child_timeout).returncode
+        except subprocess.TimeoutExpired:
+            status = "timeout"
+        if status != 0 or not out.exists():
+            print(f"FAILED: {variant or profile}: its process ended with status {status}", flush=True)
+            return {"own_process": True, "status": "failed", "exit_status": status}
         child = json.loads(out.read_text())
     result = child["variants"][variant] if variant else child["profiles"][profile]
     return {**result, "own_process": True}
@@ -419,6 +424,15 @@ def main(argv: list[str] | None = None) -> int:
         help="run the cuDNN autotuner's variants and profile in this process too (by default each runs in "
         "a fresh one: cuDNN keeps the plan it chose for a shape, whatever the flag was then)",
     )
+    parser.add_argument(
+        "--child-timeout",
+        type=float,
+        default=300.0,
+        help="seconds a fresh process of the autotuner's may run before it is stopped and recorded as "
+        "failed (default 300)",
+    )
+    # run_alone's children: only the variants (--only) and profiles (--profile) given, in this process
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
         "--profile",
         action="append",
@@ -452,8 +466,9 @@ def main(argv: list[str] | None = None) -> int:
             args.out.write_text(json.dumps(record, indent=2) + "\n")
 
     print(f"{record['device']}, torch {torch.__version__}, {images.shape[0]:,} images", flush=True)
-    if args.same_process and args.only is None:  # a child of run_alone: only what it was given
-        args.only = []
+    if args.child:  # run_alone's: only what it was given, all in this process
+        args.same_process = True
+        args.only = args.only or []
     chosen = {name: change for name, change in VARIANTS.items() if args.only is None or name in args.only}
     test_loader = None
     if any(change.get("test_between") or change.get("bench") for change in chosen.values()):
@@ -478,6 +493,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         save()
         print(f"wrote {args.out}")
+    failed = [
+        name
+        for name, result in [*record.get("profiles", {}).items(), *record["variants"].items()]
+        if result.get("status") == "failed"
+    ]
+    if failed:  # recorded, and said in the exit status (gpu_check.py records it in run.json)
+        print(f"FAILED in their own processes: {', '.join(failed)}", flush=True)
+        return 1
     return 0
 
 

@@ -1118,6 +1118,36 @@ def test_the_probe_runs_a_variant_and_profiles_under_the_cudnn_autotuner(tmp_pat
     assert len(probe.PROFILES) == 3
 
 
+def test_the_probe_records_a_fresh_process_that_fails_and_says_so_in_its_exit_status(tmp_path):
+    """A fresh process of the autotuner's stopped by --child-timeout: recorded as failed, the next
+    part still run, the exit status 1; --same-process runs the same profile in the probe itself."""
+    out = tmp_path / "probe.json"
+    command = [sys.executable, str(ROOT / "scripts" / "fastpath_probe.py"), "--train-size", "256"]
+    command += ["--epochs", "1", "--only", "not compiled", "--profile", "step-autotuner", "--out", str(out)]
+    env = {**os.environ, "COURSE_DATA": "synthetic"}
+    done = subprocess.run(
+        [*command, "--child-timeout", "0.01"], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    record = json.loads(out.read_text())
+    assert record["profiles"]["step-autotuner"] == {
+        "own_process": True,
+        "status": "failed",
+        "exit_status": "timeout",
+    }
+    assert record["variants"]["not compiled"]["images_per_second"] > 0  # the probe went on
+    assert "FAILED: step-autotuner: its process ended with status timeout" in done.stdout
+    assert "FAILED in their own processes: step-autotuner" in done.stdout
+    same = subprocess.run(
+        [*command, "--same-process"], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env
+    )
+    assert same.returncode == 0, same.stdout + same.stderr
+    record = json.loads(out.read_text())
+    assert list(record["variants"]) == ["not compiled"]  # --same-process keeps the variants asked for
+    profile = record["profiles"]["step-autotuner"]
+    assert profile["cudnn_benchmark"] is True and "own_process" not in profile
+
+
 def test_the_autotuners_docstring_quotes_the_recorded_profile():
     """helpers.fastpath.cudnn_autotuner gives the generic NHWC kernel's share of the H100 profile."""
     from helpers.fastpath import cudnn_autotuner
