@@ -735,7 +735,9 @@ def test_the_docstrings_quote_the_second_probe_the_loader_probe_and_the_whole_st
 
 def test_the_readme_names_the_slow_kernel_of_the_second_profile_from_its_log():
     """The README's case for the cuDNN autotuner: the generic kernel's time, share and cost per step,
-    the largest other kernel, the first convolution's part of the arithmetic, and the ceiling."""
+    the largest other kernel, the first convolution's part of the arithmetic, and the ceiling; and
+    helpers.fastpath.cudnn_autotuner's docstring, which gives the same kernel's share."""
+    from helpers.fastpath import cudnn_autotuner
     from helpers.models import Tudui
 
     folder = ROOT / "results" / "gpu" / "nvidia-h100-80gb-hbm3"
@@ -754,6 +756,12 @@ def test_the_readme_names_the_slow_kernel_of_the_second_profile_from_its_log():
     steps = profile["steps"]
     assert calls == steps  # once a step
     per_step = generic / steps
+    docstring = " ".join(cudnn_autotuner.__doc__.split())
+    quoted = (
+        f"took {generic:.3f} ms of the {total:.3f} ms of kernel time over {steps} steps "
+        f"({generic / total:.1%}) with the flag off"
+    )
+    assert quoted in docstring, quoted
     assert (
         f"ran {generic:.3f} ms of the {total:.3f} ms of kernel time over {steps} steps "
         f"({generic / total:.1%}, {per_step * 1e3:.0f} µs a step)" in readme
