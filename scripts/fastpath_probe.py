@@ -12,16 +12,21 @@ bench's own code instead (its ``Pipeline`` and ``train_run``), testing between e
 the run, to find why the bench measured less.
 
     python3 scripts/fastpath_probe.py [--out results/gpu/<device>/fastpath-probe.json]
+    python3 scripts/fastpath_probe.py --set next       # what the next GPU session measures
 
 Every figure is the median of ``--epochs`` timed epochs (50,000 images each) after two untimed
-ones, which compile; each epoch's rate is recorded too. On a CPU it runs (slowly, with
-``--train-size``) so that it can be tested, but only a GPU's figures mean anything.
+ones, which compile; each epoch's rate is recorded too, and each part's seconds (compiling
+included), to plan the next lease. The variants and the profile with the cuDNN autotuner run
+together in one fresh process. On a CPU it runs (slowly, with ``--train-size``; ``--no-compile``
+leaves out the compiling, which there takes a C++ compiler and minutes) so that it can be tested,
+but only a GPU's figures mean anything.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -122,8 +127,55 @@ VARIANTS = {
         "cudnn_benchmark": True,
         "pad": 8,
     },
+    # added after the cuDNN autotuner's variants (not yet run on a GPU). bf16 and channels_last are
+    # kept in the fast path only where they pay, and where the H100 measured them one at a time
+    # neither paid clearly: at batch 512 the two bench ladders of 2026-11-23 gave channels_last 1.05x
+    # and 0.90x the step before, bf16 autocast 0.76x and 0.97x; eagerly at batch 512, float32 in the
+    # default layout ran at 332,424 images/s against 142,540 for bf16 with channels_last
+    # (tudui-throughput-probe.json). With the whole step under CUDA graphs at 2,048, a step's 151.8
+    # GFLOP take 0.20 ms at the card's measured 770 TFLOP/s, under a tenth of the step's 2.47 ms: it
+    # is not bound by the arithmetic that bf16 and channels_last speed up. So the fastest variant in
+    # the default (NCHW) layout, in float32 (cuDNN's convolutions in TF32, its default), and both;
+    # each is an option of make bench (--no-channels-last, --float32).
+    "whole step, CUDA graphs, NCHW": {"whole_step": True, "compile": "reduce-overhead", "layout": "nchw"},
+    "whole step, CUDA graphs, float32": {
+        "whole_step": True,
+        "compile": "reduce-overhead",
+        "precision": "float32",
+    },
+    "whole step, CUDA graphs, float32, NCHW": {
+        "whole_step": True,
+        "compile": "reduce-overhead",
+        "precision": "float32",
+        "layout": "nchw",
+    },
+    "whole step, CUDA graphs, cuDNN autotuner, NCHW": {
+        "whole_step": True,
+        "compile": "reduce-overhead",
+        "cudnn_benchmark": True,
+        "layout": "nchw",
+    },
     "whole step compiled, mode=max-autotune": {"whole_step": True, "compile": "max-autotune"},
 }
+# --set next: what the next GPU session measures first (README, "Checking on a GPU"): the fast path's
+# own step at 2,048 and 4,096 (the same run's baseline), the autotuner's variants (together in one
+# fresh process), the layouts and precisions above, max-autotune last; the profiles of the whole
+# step with and without the autotuner (the loop's was taken in both earlier probes)
+SETS = {
+    "next": (
+        "whole step compiled, mode=reduce-overhead",
+        "whole step compiled, mode=reduce-overhead, batch 4096",
+        "whole step, CUDA graphs, cuDNN autotuner",
+        "whole step, CUDA graphs, cuDNN autotuner, batch 4096",
+        "whole step, CUDA graphs, cuDNN autotuner, batch 8192",
+        "whole step, CUDA graphs, NCHW",
+        "whole step, CUDA graphs, float32",
+        "whole step, CUDA graphs, float32, NCHW",
+        "whole step, CUDA graphs, cuDNN autotuner, NCHW",
+        "whole step compiled, mode=max-autotune",
+    ),
+}
+SET_PROFILES = {"next": ("step", "step-autotuner")}
 # the profiles: the loop as the bench ran it before 2026-11-23's second bench (profiled in both
 # probes), and the whole step, compiled in the default mode (the kernels that run under CUDA graphs,
 # each with the operation that launched it), with cuDNN's heuristics and, in a process of its own,
@@ -199,12 +251,16 @@ def run_variant(name: str, change: dict, images, labels, device, epochs: int, te
 
 
 def _run_variant(name: str, change: dict, images, labels, device, epochs: int, test_loader) -> dict:
+    began = time.perf_counter()
     batch = change.get("batch", 2048)
     torch.manual_seed(0)
     torch.compiler.reset()
-    model = Tudui().to(device).to(memory_format=torch.channels_last)
+    # the model and the images in channels_last (the fast path's layout), or in the default NCHW one
+    layout = torch.contiguous_format if change.get("layout") == "nchw" else torch.channels_last
+    model = Tudui().to(device).to(memory_format=layout)
     if change.get("pad"):
-        model = widen_first_conv(model, change["pad"]).to(memory_format=torch.channels_last)
+        model = widen_first_conv(model, change["pad"]).to(memory_format=layout)
+    images = images.contiguous(memory_format=layout)  # main's are channels_last: a copy for NCHW
     test_between = change.get("test_between", False)
     if test_between and test_loader is None:
         raise ValueError(f"{name}: needs test images (main loads them when a variant tests)")
@@ -226,7 +282,10 @@ def _run_variant(name: str, change: dict, images, labels, device, epochs: int, t
         optimizer, kind = adam(model.parameters(), 0.004, fused=True)
     else:
         optimizer, kind = sgd(model.parameters(), 0.004, fused=True)
-    net = Autocast(model, torch.bfloat16) if device.type == "cuda" else model
+    # bf16 autocast on a GPU (the fast path's), float32 where asked (cuDNN's convolutions then in TF32,
+    # as torch.backends.cudnn.allow_tf32 leaves them by default) and on a CPU
+    bf16 = device.type == "cuda" and change.get("precision", "bf16") == "bf16"
+    net = Autocast(model, torch.bfloat16) if bf16 else model
     mode = change.get("compile", "default")
     whole = change.get("whole_step", False)
     if whole:
@@ -265,6 +324,9 @@ def _run_variant(name: str, change: dict, images, labels, device, epochs: int, t
         "whole_step": whole,
         "no_stats": change.get("no_stats", False),
         "input_channels": change.get("pad", 3),
+        "layout": "nchw" if layout == torch.contiguous_format else "channels_last",
+        "precision": "bf16" if bf16 else "float32",
+        "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
         "cudnn_benchmark": torch.backends.cudnn.benchmark,
         "tested_after_every_epoch": test_between,
         "first_two_epochs_seconds": round(warmup, 2),
@@ -275,6 +337,7 @@ def _run_variant(name: str, change: dict, images, labels, device, epochs: int, t
         record["epoch_test_accuracy"] = accuracy
     if change.get("pad"):  # 0.0 while the widened network is still the same network
         record["added_weights_max"] = added_weights_max(model)
+    record["seconds"] = round(time.perf_counter() - began, 1)  # all of it, compiling included
     print(
         f"{name:48} {record['images_per_second']:>10,} images/s  (epochs: "
         f"{', '.join(f'{r:,.0f}' for r in rates)}; first two {warmup:.1f} s)",
@@ -283,15 +346,18 @@ def _run_variant(name: str, change: dict, images, labels, device, epochs: int, t
     return record
 
 
-def profile_fast_path(images, labels, device, name: str = "loop") -> dict:
+def profile_fast_path(images, labels, device, name: str = "loop", *, compiled: bool = True) -> dict:
     """One epoch under torch.profiler: the GPU's busy time against the wall time, and the kernels
     that took most of it. ``name`` is one of ``PROFILES``: the loop as the bench ran it before (the
-    model compiled alone), or the whole step compiled, with or without the cuDNN autotuner."""
+    model compiled alone), or the whole step compiled, with or without the cuDNN autotuner.
+    ``compiled=False`` (``--no-compile``) leaves ``torch.compile`` out, as a CPU always does."""
+    began = time.perf_counter()
     with cudnn_autotuner(PROFILES[name]["cudnn_benchmark"]):
-        return _profile(images, labels, device, name)
+        result = _profile(images, labels, device, name, compiled)
+    return {**result, "seconds": round(time.perf_counter() - began, 1)}
 
 
-def _profile(images, labels, device, name: str) -> dict:
+def _profile(images, labels, device, name: str, compiled: bool) -> dict:
     from torch.profiler import ProfilerActivity, profile
 
     whole = PROFILES[name]["whole_step"]
@@ -306,7 +372,7 @@ def _profile(images, labels, device, name: str) -> dict:
     # compiled in the default mode: the kernels that run under CUDA graphs, each with the operation
     # that launched it. On a CPU (where the probe runs only to be tested) not compiled: that needs a
     # C++ compiler and minutes
-    compiled = device.type == "cuda"
+    compiled = compiled and device.type == "cuda"
 
     def compile_(module):
         return torch.compile(module, dynamic=False) if compiled else module
@@ -327,7 +393,7 @@ def _profile(images, labels, device, name: str) -> dict:
     if device.type == "cuda":
         torch.cuda.synchronize()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with profile(activities=activities) as prof:
+    with profile(activities=activities, record_shapes=True) as prof:  # shapes: which convolution
         start = time.perf_counter()
         epoch()
         if device.type == "cuda":
@@ -355,6 +421,7 @@ def _profile(images, labels, device, name: str) -> dict:
     print(f"profile {name!r}:", flush=True)
     print(table, flush=True)
     steps = len(loader)
+    callers = kernel_callers(prof.events())
     result = {
         "whole_step": whole,
         "compiled": compiled,
@@ -370,6 +437,9 @@ def _profile(images, labels, device, name: str) -> dict:
                 "us_per_step": round(device_time(e) / steps, 1),
                 "share": round(device_time(e) / kernel_us, 4) if kernel_us else None,
                 "calls_per_step": round(e.count / steps, 2),
+                # the operators that launched it, with their inputs' shapes, most launches first:
+                # which convolution a cuDNN kernel ran (its name does not say), forward or backward
+                "launched_by": callers.get(e.key, [])[:3],
             }
             for e in kernels[:TOP_KERNELS]
         ],
@@ -380,35 +450,79 @@ def _profile(images, labels, device, name: str) -> dict:
     return result
 
 
-def run_alone(args: argparse.Namespace, *, variant: str | None = None, profile: str | None = None) -> dict:
-    """A variant or a profile with the cuDNN autotuner, run by this script in a fresh process.
+def kernel_callers(events) -> dict[str, list[str]]:
+    """Each device kernel's name -> the operators that launched it, most launches first, each as
+    ``"<operator> <its inputs' shapes> x<launches>"``, from a profile's events (``prof.events()``,
+    taken with ``record_shapes=True``): the event that launched a kernel (PyTorch's profiler lists
+    the kernel under it), then up its parents to the first ``aten::`` operator with input shapes,
+    such as ``aten::cudnn_convolution`` or ``aten::convolution_backward``, whose shapes tell which of
+    ``Tudui``'s convolutions it was (the first has 3 input channels). Kernels launched by no such
+    operator (a compiled graph's own, whose names say what they fuse) are left out."""
+    found: dict[str, dict[str, int]] = {}
+    for event in events:
+        for kernel in getattr(event, "kernels", None) or ():
+            op = event
+            while op is not None and not (op.name.startswith("aten::") and any(op.input_shapes or ())):
+                op = op.cpu_parent
+            if op is not None:
+                shapes = [list(shape) for shape in op.input_shapes if shape]
+                caller = f"{op.name} {shapes}"
+                counts = found.setdefault(kernel.name, {})
+                counts[caller] = counts.get(caller, 0) + 1
+    return {
+        name: [f"{caller} x{n}" for caller, n in sorted(counts.items(), key=lambda item: -item[1])]
+        for name, counts in found.items()
+    }
+
+
+def run_alone(args: argparse.Namespace, variants: list[str], profiles: list[str]) -> dict:
+    """The variants and profiles with the cuDNN autotuner, run by this script in one fresh process.
 
     cuDNN keeps the plan it chose for a convolution's shape for the rest of the process, whatever
     ``torch.backends.cudnn.benchmark`` was when it chose (the key of PyTorch's plan cache has no
     place for the flag), so after the variants without the autotuner have run a shape, turning the
-    flag on changes nothing for it. In a fresh process every shape is first met with the flag on.
-    Its printout goes to this one's. A process that fails, or runs past ``--child-timeout``
-    seconds (and is then stopped), is recorded as failed, with its exit status or ``"timeout"``,
-    and the probe goes on to the next."""
+    flag on changes nothing for it. In a fresh process that runs only the autotuner's parts, every
+    shape is first met with the flag on; one process for all of them, since a process's start (the
+    imports, the first CUDA call, the data) took about 10 s on the H100 (07-33: 11.0 s for one matrix
+    product in a new process). Its printout goes to this one's. Returns ``{"variants": ...,
+    "profiles": ...}``, each part's result with ``own_process`` set: what the process recorded (it
+    saves after each part), and for each part it did not record (it failed, or ran past
+    ``--child-timeout`` seconds and was stopped) a failure with its exit status or ``"timeout"``."""
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "alone.json"
         command = [sys.executable, str(Path(__file__).resolve()), "--child", "--out", str(out)]
         command += ["--epochs", str(args.epochs)]
         for option, value in (("--train-size", args.train_size), ("--test-size", args.test_size)):
             command += [option, str(value)] if value is not None else []
-        command += ["--only", variant] if variant else []
-        command += ["--profile", profile or "none"]
+        command += ["--no-compile"] if args.no_compile else []
+        for name in variants:
+            command += ["--only", name]
+        for name in profiles or ["none"]:
+            command += ["--profile", name]
         sys.stdout.flush()
         try:
             status = subprocess.run(command, cwd=ROOT, timeout=args.child_timeout).returncode
         except subprocess.TimeoutExpired:
             status = "timeout"
-        if status != 0 or not out.exists():
-            print(f"FAILED: {variant or profile}: its process ended with status {status}", flush=True)
-            return {"own_process": True, "status": "failed", "exit_status": status}
-        child = json.loads(out.read_text())
-    result = child["variants"][variant] if variant else child["profiles"][profile]
-    return {**result, "own_process": True}
+        child = json.loads(out.read_text()) if out.exists() else {}
+    return collect(child, variants, profiles, status)
+
+
+def collect(child: dict, variants: list[str], profiles: list[str], status) -> dict:
+    """``run_alone``'s results from its process's record ``child``: each part it recorded, marked
+    ``own_process`` (with the process's id), and each part it did not, a failure with ``status``."""
+    found = {}
+    for kind, names in (("variants", variants), ("profiles", profiles)):
+        found[kind] = {}
+        for name in names:
+            result = child.get(kind, {}).get(name)
+            if result is None:
+                print(f"FAILED: {name}: its process ended with status {status}", flush=True)
+                result = {"status": "failed", "exit_status": status}
+            found[kind][name] = {**result, "own_process": True}
+            if "process" in child:
+                found[kind][name]["process"] = child["process"]
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -419,19 +533,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--test-size", type=int, default=None, help="test images, for a variant that tests")
     parser.add_argument("--only", action="append", default=None, help="variant names to run (default all)")
     parser.add_argument(
+        "--set",
+        choices=tuple(SETS),
+        default=None,
+        help="a named set of variants and profiles instead of all of them: next, what the next GPU session "
+        "measures (the README's plan); --only and --profile add to it",
+    )
+    parser.add_argument(
         "--same-process",
         action="store_true",
-        help="run the cuDNN autotuner's variants and profile in this process too (by default each runs in "
-        "a fresh one: cuDNN keeps the plan it chose for a shape, whatever the flag was then)",
+        help="run the cuDNN autotuner's variants and profile in this process too (by default they run "
+        "together in a fresh one: cuDNN keeps the plan it chose for a shape, whatever the flag was then)",
     )
     parser.add_argument(
         "--child-timeout",
         type=float,
         default=300.0,
-        help="seconds a fresh process of the autotuner's may run before it is stopped and recorded as "
-        "failed (default 300)",
+        help="seconds the fresh process of the autotuner's parts may run before it is stopped and what it "
+        "had not finished is recorded as failed (default 300)",
     )
-    # run_alone's children: only the variants (--only) and profiles (--profile) given, in this process
+    parser.add_argument(
+        "--no-compile",
+        action="store_true",
+        help="run every variant and profile without torch.compile (to test the probe where compiling "
+        "takes a C++ compiler and minutes, as on a CPU; its figures then measure nothing of the fast path)",
+    )
+    # run_alone's process: only the variants (--only) and profiles (--profile) given, in this process
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
         "--profile",
@@ -446,10 +573,20 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:  # before any data is made
         parser.error(f"no variant named {', '.join(map(repr, unknown))}; the variants: {', '.join(VARIANTS)}")
     device = pick_device()
-    if args.profile is None:
+    wanted = None if args.only is None and args.set is None else {*(args.only or ()), *SETS.get(args.set, ())}
+    if args.profile is None and args.set is not None:
+        profiles = list(SET_PROFILES[args.set])
+    elif args.profile is None:
         profiles = list(PROFILES) if device.type == "cuda" else []
     else:
-        profiles = [name for name in dict.fromkeys(args.profile) if name != "none"]
+        profiles = [name for name in dict.fromkeys([*args.profile, *SET_PROFILES.get(args.set, ())])]
+        profiles = [name for name in profiles if name != "none"]
+    if args.child:  # run_alone's: only what it was given, all in this process
+        args.same_process = True
+        wanted = set(args.only or ())
+    chosen = {name: change for name, change in VARIANTS.items() if wanted is None or name in wanted}
+    if args.no_compile:
+        chosen = {name: {**change, "compile": None} for name, change in chosen.items()}
     dataset = load_cifar10(train=True, size=args.train_size)
     images, labels = dataset_tensors(dataset, device)
     images = images.contiguous(memory_format=torch.channels_last)
@@ -457,41 +594,63 @@ def main(argv: list[str] | None = None) -> int:
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "torch": torch.__version__,
         "train_images": int(images.shape[0]),
+        "process": os.getpid(),
+        "set": args.set,
+        "compiled": not args.no_compile,
         "variants": {},
     }
+    began = time.perf_counter()
 
     def save() -> None:  # after each variant and profile: a run stopped by a time limit keeps what it did
+        record["seconds"] = round(time.perf_counter() - began, 1)
         if args.out:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(record, indent=2) + "\n")
 
     print(f"{record['device']}, torch {torch.__version__}, {images.shape[0]:,} images", flush=True)
-    if args.child:  # run_alone's: only what it was given, all in this process
-        args.same_process = True
-        args.only = args.only or []
-    chosen = {name: change for name, change in VARIANTS.items() if args.only is None or name in args.only}
     test_loader = None
     if any(change.get("test_between") or change.get("bench") for change in chosen.values()):
         test = load_cifar10(train=False, size=args.test_size)
         test_loader = DeviceLoader(*dataset_tensors(test, device), batch_size=1000)  # as the bench's
 
-    # the profiles first: should a slow compile (max-autotune's, the last variant) meet the time limit
+    def alone(change: dict) -> bool:  # run in the autotuner's fresh process
+        return change.get("cudnn_benchmark", False) and not args.same_process
+
+    # The order, so that a time limit stops what matters least: the profiles and the variants that run
+    # in this process, the autotuner's fresh process, then max-autotune (its compile is the slowest,
+    # its time not yet known)
+    last = [name for name in chosen if VARIANTS[name].get("compile") == "max-autotune"]
     for name in profiles:
-        if PROFILES[name]["cudnn_benchmark"] and not args.same_process:
-            result = run_alone(args, profile=name)
-        else:
-            result = profile_fast_path(images, labels, device, name)
-        record.setdefault("profiles", {})[name] = result
+        if not alone(PROFILES[name]):
+            record.setdefault("profiles", {})[name] = profile_fast_path(
+                images, labels, device, name, compiled=not args.no_compile
+            )
+            save()
+
+    def here(name: str) -> None:  # a variant in this process
+        record["variants"][name] = run_variant(
+            name, chosen[name], images, labels, device, args.epochs, test_loader
+        )
         save()
+
     for name, change in chosen.items():
-        if change.get("cudnn_benchmark") and not args.same_process:
-            result = run_alone(args, variant=name)
-        else:
-            result = run_variant(name, change, images, labels, device, args.epochs, test_loader)
-        record["variants"][name] = result
+        if not alone(change) and name not in last:
+            here(name)
+    tuned_variants = [name for name, change in chosen.items() if alone(change)]
+    tuned_profiles = [name for name in profiles if alone(PROFILES[name])]
+    if tuned_variants or tuned_profiles:
+        found = run_alone(args, tuned_variants, tuned_profiles)
+        record["variants"].update(found["variants"])
+        if found["profiles"]:
+            record.setdefault("profiles", {}).update(found["profiles"])
         save()
+    for name in last:
+        here(name)
+    record["variants"] = {name: record["variants"][name] for name in chosen}  # in VARIANTS' order
+    if "profiles" in record:
+        record["profiles"] = {name: record["profiles"][name] for name in profiles}
+    save()
     if args.out:
-        save()
         print(f"wrote {args.out}")
     failed = [
         name
@@ -501,6 +660,7 @@ def main(argv: list[str] | None = None) -> int:
     if failed:  # recorded, and said in the exit status (gpu_check.py records it in run.json)
         print(f"FAILED in their own processes: {', '.join(failed)}", flush=True)
         return 1
+    print(f"the probe took {record['seconds']:.0f} s", flush=True)
     return 0
 
 

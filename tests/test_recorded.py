@@ -583,6 +583,77 @@ def test_06s_statements_about_the_h100_runs_are_those_of_the_recorded_files():
     )
 
 
+def test_why_the_probe_tries_nchw_and_float32_each_figure_from_its_file():
+    """The README's and the probe's reasons for the NCHW and float32 variants: the ladder ratios of
+    the two benches of 2026-11-23, the throughput probe's eager figures, the FLOPs of a step and its
+    time at the measured bf16 rate against the step's time under CUDA graphs, each recomputed."""
+    results, folder = ROOT / "results", ROOT / "results" / "gpu" / "nvidia-h100-80gb-hbm3"
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    comments = " ".join(
+        line.strip().lstrip("#").strip()
+        for line in (ROOT / "scripts" / "fastpath_probe.py").read_text().splitlines()
+    )
+
+    def ratios(name):
+        ladder = {
+            step["key"]: step["images_per_second"]
+            for step in json.loads((results / name).read_text())["ladder"]
+        }
+        return ladder["channels_last"] / ladder["large_batch"], ladder["mixed_precision"] / ladder[
+            "channels_last"
+        ]
+
+    (cl1, bf1), (cl2, bf2) = (
+        ratios(f"bench-cuda-nvidia-h100-80gb-hbm3-2026-11-23{s}.json") for s in ("", "-whole-step")
+    )
+    assert max(cl1, cl2, bf1, bf2) < 1.1 and min(cl1, cl2) < 1 and max(bf1, bf2) < 1  # "neither paid clearly"
+    throughput = json.loads((folder / "tudui-throughput-probe.json").read_text())
+    fp32, bf16_cl = (
+        throughput[k]["images_per_s"] for k in ("eager fp32 @512", "eager bf16 channels_last @512")
+    )
+    flops = throughput["train_flops_per_image"]
+    step_flop = flops * 2048
+    tflops = throughput["bf16_matmul_tflops"]
+    arithmetic_ms = step_flop / (tflops * 1e12) * 1e3
+    second_probe = json.loads((folder / "fastpath-probe-2026-11-23.json").read_text())
+    graphs = second_probe["variants"]["whole step compiled, mode=reduce-overhead"]["images_per_second"]
+    step_ms = 2048 / graphs * 1e3
+    assert arithmetic_ms < step_ms / 10  # "under a tenth"
+    for text in (readme, comments):
+        assert f"{cl1:.2f}x and {cl2:.2f}x" in text and f"{bf1:.2f}x and {bf2:.2f}x" in text
+        assert f"{fp32:,} images/s" in text and f"{bf16_cl:,}" in text
+        assert f"{step_ms:.2f} ms" in text and f"{arithmetic_ms:.2f} ms" in text
+        assert f"{step_flop / 1e9:.1f} GFLOP" in text and f"{tflops:.0f} TFLOP/s" in text
+    assert f"({flops:,} a training image)" in readme
+
+
+def test_the_plan_for_a_15_minute_lease_quotes_the_recorded_parts_times():
+    """The README's plan for the next GPU session: each recorded part's time, from run.json and the
+    first run's throughput probe."""
+    folder = ROOT / "results" / "gpu" / "nvidia-h100-80gb-hbm3"
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    parts = json.loads((folder / "run.json").read_text())["parts"]
+    probe, loaders = round(parts["probe"]["seconds"]), round(parts["loaders"]["seconds"])
+    bench, stopped = parts["bench_whole_step"]["seconds"], parts["bench_whole_step_batch_4096"]["seconds"]
+    assert f"(the probe {probe} s, the loaders {loaders} s)" in readme
+    assert f"(the bench {bench} s, then a bench stopped at {stopped} s)" in readme
+    assert parts["bench_whole_step_batch_4096"]["exit_code"] == 124  # stopped by its timeout
+    compile_s = json.loads((folder / "tudui-throughput-probe.json").read_text())[
+        "compile max-autotune-no-cudagraphs bf16 cl @2048"
+    ]["warmup_s"]
+    assert f"`max-autotune-no-cudagraphs` at batch 2,048 in {compile_s} s" in readme
+    second = json.loads((folder / "fastpath-probe-2026-11-23.json").read_text())["variants"]
+    graphs = second["whole step compiled, mode=reduce-overhead"]["images_per_second"]
+    assert f"whole step under CUDA graphs at 2,048 ({graphs:,} images/s in the second probe)" in readme
+    # "about 10 s for each variant": compiling and two epochs, then five epochs, in the second probe
+    firsts = [
+        v["first_two_epochs_seconds"]
+        for n, v in second.items()
+        if n.startswith("whole step compiled, mode=red")
+    ]
+    assert all(5 < f < 12 for f in firsts)
+
+
 def test_the_readme_quotes_the_fourth_h100_sessions_probes_and_benches():
     """The README's account of the second probe, the loader probe and the whole-step benches of
     2026-11-23: each figure recomputed from its file."""

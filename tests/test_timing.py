@@ -1113,9 +1113,141 @@ def test_the_probe_runs_a_variant_and_profiles_under_the_cudnn_autotuner(tmp_pat
     variant = probe.run_variant("tuned", uncompiled, images, labels, torch.device("cpu"), 1)
     assert variant["cudnn_benchmark"] is True and variant["whole_step"] and variant["images_per_second"] > 0
     assert torch.backends.cudnn.benchmark is before
-    readme = " ".join((ROOT / "README.md").read_text().split())
-    assert f"three profiles first, then its {len(probe.VARIANTS)} variants, five of them new" in readme
     assert len(probe.PROFILES) == 3
+
+
+def test_the_readme_says_what_the_probes_next_set_runs():
+    """The README's words for --set next, checked against the set itself."""
+    probe = _script("fastpath_probe")
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert (
+        "`--set next` runs what the next GPU session needs (below): the whole step under CUDA graphs at "
+        "2,048 and 4,096 as the same run's baseline, the autotuner at 2,048, 4,096 and 8,192 and in NCHW, "
+        "NCHW, float32, both, then `max-autotune`, last since its compile is the slowest, with the two "
+        "profiles of the whole step."
+    ) in readme
+    chosen = {name: probe.VARIANTS[name] for name in probe.SETS["next"]}
+    graphs = {
+        n: c for n, c in chosen.items() if c.get("compile") == "reduce-overhead" and c.get("whole_step")
+    }
+    assert len(graphs) == len(chosen) - 1 and chosen[list(chosen)[-1]]["compile"] == "max-autotune"
+    plain = [
+        c
+        for c in graphs.values()
+        if set(c) == {"whole_step", "compile"} | ({"batch"} if "batch" in c else set())
+    ]
+    assert sorted(c.get("batch", 2048) for c in plain) == [2048, 4096]
+    tuned = [c for c in graphs.values() if c.get("cudnn_benchmark")]
+    assert sorted(c.get("batch", 2048) for c in tuned if "layout" not in c) == [2048, 4096, 8192]
+    assert [c.get("layout") for c in tuned if "layout" in c] == ["nchw"]
+    others = [(c.get("layout"), c.get("precision")) for c in graphs.values() if c not in plain + tuned]
+    assert sorted(others, key=str) == sorted(
+        [("nchw", None), (None, "float32"), ("nchw", "float32")], key=str
+    )
+    assert probe.SET_PROFILES["next"] == ("step", "step-autotuner")
+    assert all(probe.PROFILES[name]["whole_step"] for name in probe.SET_PROFILES["next"])
+
+
+def test_the_probes_next_set_runs_the_autotuners_parts_together_in_one_fresh_process(tmp_path):
+    """--set next (the next GPU session's probe): its variants and the two profiles of the whole step;
+    the autotuner's parts all in one fresh process (one start, not six), the rest in the probe's, the
+    layouts and precisions as named, max-autotune last, each part's seconds recorded. On the CPU,
+    uncompiled (--no-compile), so only the plumbing is tested here."""
+    probe = _script("fastpath_probe")
+    out = tmp_path / "probe.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "fastpath_probe.py"), "--set", "next", "--no-compile",
+         "--train-size", "512", "--epochs", "1", "--out", str(out)],
+        capture_output=True, text=True, timeout=600, cwd=ROOT, env={**os.environ, "COURSE_DATA": "synthetic"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = json.loads(out.read_text())
+    assert record["set"] == "next" and record["compiled"] is False
+    assert list(record["variants"]) == list(probe.SETS["next"])  # in the order of VARIANTS, all of them
+    assert list(record["profiles"]) == ["step", "step-autotuner"]
+    parts = {**record["variants"], **{f"profile {k}": v for k, v in record["profiles"].items()}}
+    tuned = {name for name, part in parts.items() if part.get("cudnn_benchmark")}
+    assert tuned == {
+        "whole step, CUDA graphs, cuDNN autotuner",
+        "whole step, CUDA graphs, cuDNN autotuner, batch 4096",
+        "whole step, CUDA graphs, cuDNN autotuner, batch 8192",
+        "whole step, CUDA graphs, cuDNN autotuner, NCHW",
+        "profile step-autotuner",
+    }
+    processes = {parts[name]["process"] for name in tuned}
+    assert len(processes) == 1 and record["process"] not in processes  # one fresh process for them all
+    assert all(parts[name]["own_process"] for name in tuned)
+    assert not any("own_process" in part for name, part in parts.items() if name not in tuned)
+    for name, variant in record["variants"].items():
+        assert variant["layout"] == ("nchw" if "NCHW" in name else "channels_last"), name
+        assert variant["precision"] == "float32"  # on a CPU; bf16 autocast on a GPU unless "float32"
+        assert variant["compile"] is None and variant["images_per_second"] > 0 and variant["seconds"] > 0
+        assert variant["batch"] == (4096 if "4096" in name else 8192 if "8192" in name else 2048)
+    assert all(profile["seconds"] > 0 for profile in record["profiles"].values())
+    mine = sum(part["seconds"] for part in parts.values() if "own_process" not in part)
+    assert record["seconds"] >= mine
+    # max-autotune's compile is the slowest and not yet timed: it runs after the autotuner's process
+    printed = done.stdout
+    assert printed.rindex("whole step compiled, mode=max-autotune") > printed.rindex("cuDNN autotuner, NCHW")
+    assert f"the probe took {record['seconds']:.0f} s" in printed
+
+
+def test_the_probe_keeps_what_the_autotuners_process_finished_and_fails_the_rest():
+    """The autotuner's process saves after each part: what it finished is kept when it fails or is
+    stopped, the parts it did not finish are recorded as failed with its exit status."""
+    probe = _script("fastpath_probe")
+    child = {"process": 4242, "variants": {"a": {"images_per_second": 5}}, "profiles": {}}
+    found = probe.collect(child, ["a", "b"], ["step-autotuner"], "timeout")
+    assert found["variants"]["a"] == {"images_per_second": 5, "own_process": True, "process": 4242}
+    assert found["variants"]["b"] == {
+        "status": "failed",
+        "exit_status": "timeout",
+        "own_process": True,
+        "process": 4242,
+    }
+    assert found["profiles"]["step-autotuner"]["status"] == "failed"
+    nothing = probe.collect({}, ["a"], [], 1)  # the process wrote nothing
+    assert nothing == {
+        "variants": {"a": {"status": "failed", "exit_status": 1, "own_process": True}},
+        "profiles": {},
+    }
+
+
+def test_a_profile_names_the_operator_and_shapes_behind_each_kernel():
+    """kernel_callers: from the event that launched a kernel up to the first aten operator with input
+    shapes (which convolution a cuDNN kernel ran); a kernel under no such operator is left out. The
+    events here are built by hand in the profiler's shape (a CPU launches no device kernels)."""
+    from types import SimpleNamespace as Event
+
+    probe = _script("fastpath_probe")
+
+    def event(name, parent=None, shapes=(), kernels=()):
+        return Event(
+            name=name, cpu_parent=parent, input_shapes=list(shapes), kernels=[Event(name=k) for k in kernels]
+        )
+
+    step = event("CompiledFunction")
+    conv1 = event("aten::cudnn_convolution", step, [[2048, 3, 32, 32], [32, 3, 5, 5], []])
+    conv2 = event("aten::cudnn_convolution", step, [[2048, 32, 16, 16], [32, 32, 5, 5]])
+    wgrad = event("aten::convolution_backward", step, [[2048, 32, 32, 32], [2048, 3, 32, 32], [32, 3, 5, 5]])
+    events = [
+        step,
+        conv1,
+        event("cudaLaunchKernel", conv1, kernels=["generic"]),
+        event("cudaLaunchKernel", event("aten::empty", conv2), kernels=["generic"]),  # up past a shapeless op
+        event("cudaLaunchKernel", conv2, kernels=["generic"]),
+        event("cudaLaunchKernel", wgrad, kernels=["wgrad"]),
+        event("cudaLaunchKernel", step, kernels=["triton_poi_fused_max_pool2d"]),  # a compiled graph's own
+        event("aten::relu", step, [[4]]),  # launches nothing
+    ]
+    callers = probe.kernel_callers(events)
+    assert callers == {
+        "generic": [
+            "aten::cudnn_convolution [[2048, 32, 16, 16], [32, 32, 5, 5]] x2",
+            "aten::cudnn_convolution [[2048, 3, 32, 32], [32, 3, 5, 5]] x1",
+        ],
+        "wgrad": ["aten::convolution_backward [[2048, 32, 32, 32], [2048, 3, 32, 32], [32, 3, 5, 5]] x1"],
+    }
 
 
 def test_the_probe_records_a_fresh_process_that_fails_and_says_so_in_its_exit_status(tmp_path):
