@@ -127,16 +127,17 @@ VARIANTS = {
         "cudnn_benchmark": True,
         "pad": 8,
     },
-    # added after the cuDNN autotuner's variants (not yet run on a GPU). bf16 and channels_last are
-    # kept in the fast path only where they pay, and where the H100 measured them one at a time
-    # neither paid clearly: at batch 512 the two bench ladders of 2026-11-23 gave channels_last 1.05x
-    # and 0.90x the step before, bf16 autocast 0.76x and 0.97x; eagerly at batch 512, float32 in the
-    # default layout ran at 332,424 images/s against 142,540 for bf16 with channels_last
-    # (tudui-throughput-probe.json). With the whole step under CUDA graphs at 2,048, a step's 151.8
-    # GFLOP take 0.20 ms at the card's measured 770 TFLOP/s, under a tenth of the step's 2.47 ms: it
-    # is not bound by the arithmetic that bf16 and channels_last speed up. So the fastest variant in
-    # the default (NCHW) layout, in float32 (cuDNN's convolutions in TF32, its default), and both;
-    # each is an option of make bench (--no-channels-last, --float32).
+    # added after the cuDNN autotuner's variants (not yet run on a GPU). The fast path keeps bf16 and
+    # channels_last, but nothing has set them against NCHW and float32 with the whole step under CUDA
+    # graphs, and the measurements that exist disagree. Eagerly at batch 512 (launch-bound) neither
+    # paid clearly: the two bench ladders of 2026-11-23 gave channels_last 1.05x and 0.90x the step
+    # before, bf16 autocast 0.76x and 0.97x, and float32 in NCHW ran at 332,424 images/s against
+    # 142,540 for bf16 with channels_last (tudui-throughput-probe.json); eagerly at batch 8,192 the same
+    # probe measured 616,651 images/s in bf16 with channels_last against 423,701 in float32 (1.46x).
+    # A step's 151.8 GFLOP at 2,048 take 0.20 ms at the 770 TFLOP/s measured for bf16 matrix products,
+    # under a tenth of the step's 2.47 ms under CUDA graphs. So the fastest variant in the default (NCHW)
+    # layout, in float32 (cuDNN's convolutions in TF32, its default), and both; each is an option of
+    # make bench (--no-channels-last, --float32).
     "whole step, CUDA graphs, NCHW": {"whole_step": True, "compile": "reduce-overhead", "layout": "nchw"},
     "whole step, CUDA graphs, float32": {
         "whole_step": True,
@@ -421,7 +422,7 @@ def _profile(images, labels, device, name: str, compiled: bool) -> dict:
     print(f"profile {name!r}:", flush=True)
     print(table, flush=True)
     steps = len(loader)
-    callers = kernel_callers(prof.events())
+    callers = kernel_callers(prof.events(), steps)
     result = {
         "whole_step": whole,
         "compiled": compiled,
@@ -443,34 +444,39 @@ def _profile(images, labels, device, name: str, compiled: bool) -> dict:
             }
             for e in kernels[:TOP_KERNELS]
         ],
-        "note": "wall time under the profiler (which slows the CPU side); kernel time: the device events' "
-        "self time (the table's 'Self CUDA time total')",
+        "note": "wall time under the profiler (which slows the CPU side; recording the operators' input "
+        "shapes, as the profiles since the third probe do, slows it more, so their wall time is not "
+        "comparable with the earlier probes'); kernel time: the device events' self time (the table's "
+        "'Self CUDA time total')",
     }
     print(json.dumps({k: v for k, v in result.items() if k != "top_kernels"}), flush=True)
     return result
 
 
-def kernel_callers(events) -> dict[str, list[str]]:
+def kernel_callers(events, steps: int = 1) -> dict[str, list[str]]:
     """Each device kernel's name -> the operators that launched it, most launches first, each as
-    ``"<operator> <its inputs' shapes> x<launches>"``, from a profile's events (``prof.events()``,
-    taken with ``record_shapes=True``): the event that launched a kernel (PyTorch's profiler lists
-    the kernel under it), then up its parents to the first ``aten::`` operator with input shapes,
-    such as ``aten::cudnn_convolution`` or ``aten::convolution_backward``, whose shapes tell which of
-    ``Tudui``'s convolutions it was (the first has 3 input channels). Kernels launched by no such
-    operator (a compiled graph's own, whose names say what they fuse) are left out."""
+    ``"<operator> <its inputs' shapes>: <launches a step>"``, from a profile's events
+    (``prof.events()``, taken with ``record_shapes=True``) over ``steps`` steps. PyTorch's profiler
+    lists a kernel under the innermost operator that was running when it was launched (torch's
+    ``autograd/profiler.py``, ``_parse_kineto_results``): for a cuDNN kernel an operator such as
+    ``aten::cudnn_convolution`` or ``aten::convolution_backward``, whose input shapes tell which of
+    ``Tudui``'s convolutions it ran (the first has 3 input channels). Kernels listed under anything
+    but an ``aten::`` operator (a compiled graph's own, whose names say what they fuse) are left
+    out. A 0-d tensor's shape is ``[]``, and empty shapes are not shown."""
     found: dict[str, dict[str, int]] = {}
     for event in events:
+        if not event.name.startswith("aten::"):
+            continue
+        shapes = [list(shape) for shape in (event.input_shapes or ()) if shape]
         for kernel in getattr(event, "kernels", None) or ():
-            op = event
-            while op is not None and not (op.name.startswith("aten::") and any(op.input_shapes or ())):
-                op = op.cpu_parent
-            if op is not None:
-                shapes = [list(shape) for shape in op.input_shapes if shape]
-                caller = f"{op.name} {shapes}"
-                counts = found.setdefault(kernel.name, {})
-                counts[caller] = counts.get(caller, 0) + 1
+            counts = found.setdefault(kernel.name, {})
+            caller = f"{event.name} {shapes}"
+            counts[caller] = counts.get(caller, 0) + 1
     return {
-        name: [f"{caller} x{n}" for caller, n in sorted(counts.items(), key=lambda item: -item[1])]
+        name: [
+            f"{caller}: {n / steps:g} a step"
+            for caller, n in sorted(counts.items(), key=lambda item: -item[1])
+        ]
         for name, counts in found.items()
     }
 
@@ -500,12 +506,27 @@ def run_alone(args: argparse.Namespace, variants: list[str], profiles: list[str]
         for name in profiles or ["none"]:
             command += ["--profile", name]
         sys.stdout.flush()
+        if torch.cuda.is_available():  # this process's cached memory back to the GPU, for the autotuner's
+            torch.cuda.empty_cache()  # trials (it skips an algorithm whose workspace it cannot allocate)
+        began = time.perf_counter()
         try:
             status = subprocess.run(command, cwd=ROOT, timeout=args.child_timeout).returncode
         except subprocess.TimeoutExpired:
             status = "timeout"
-        child = json.loads(out.read_text()) if out.exists() else {}
-    return collect(child, variants, profiles, status)
+        seconds = round(time.perf_counter() - began, 1)
+        child = read_record(out)
+    return {**collect(child, variants, profiles, status), "seconds": seconds}
+
+
+def read_record(path: Path) -> dict:
+    """A probe's JSON record, or ``{}`` where there is none or it cannot be read whole. The probe writes
+    it whole after each part (a new file, renamed over the old), so a process stopped while writing
+    leaves the last one; an unreadable file still loses only the fresh process's results, not the
+    probe's."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
 
 
 def collect(child: dict, variants: list[str], profiles: list[str], status) -> dict:
@@ -537,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
         choices=tuple(SETS),
         default=None,
         help="a named set of variants and profiles instead of all of them: next, what the next GPU session "
-        "measures (the README's plan); --only and --profile add to it",
+        "measures (the README's plan); --only adds variants to it, --profile replaces its profiles",
     )
     parser.add_argument(
         "--same-process",
@@ -555,8 +576,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-compile",
         action="store_true",
-        help="run every variant and profile without torch.compile (to test the probe where compiling "
-        "takes a C++ compiler and minutes, as on a CPU; its figures then measure nothing of the fast path)",
+        help="run every variant and profile without torch.compile, but those of the bench's own code, which "
+        "compile as the bench does (to test the probe where compiling takes a C++ compiler and minutes, as "
+        "on a CPU; its figures then measure nothing of the fast path)",
     )
     # run_alone's process: only the variants (--only) and profiles (--profile) given, in this process
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -569,6 +591,7 @@ def main(argv: list[str] | None = None) -> int:
         "compiled alone; step: the whole step; step-autotuner: the whole step with the cuDNN autotuner",
     )
     args = parser.parse_args(argv)
+    began = time.perf_counter()
     unknown = sorted(set(args.only or ()) - set(VARIANTS))
     if unknown:  # before any data is made
         parser.error(f"no variant named {', '.join(map(repr, unknown))}; the variants: {', '.join(VARIANTS)}")
@@ -579,8 +602,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.profile is None:
         profiles = list(PROFILES) if device.type == "cuda" else []
     else:
-        profiles = [name for name in dict.fromkeys([*args.profile, *SET_PROFILES.get(args.set, ())])]
-        profiles = [name for name in profiles if name != "none"]
+        profiles = [name for name in dict.fromkeys(args.profile) if name != "none"]
     if args.child:  # run_alone's: only what it was given, all in this process
         args.same_process = True
         wanted = set(args.only or ())
@@ -599,13 +621,15 @@ def main(argv: list[str] | None = None) -> int:
         "compiled": not args.no_compile,
         "variants": {},
     }
-    began = time.perf_counter()
+    record["setup_seconds"] = round(time.perf_counter() - began, 1)  # from main's start: CUDA, the data
 
     def save() -> None:  # after each variant and profile: a run stopped by a time limit keeps what it did
         record["seconds"] = round(time.perf_counter() - began, 1)
-        if args.out:
+        if args.out:  # a new file, then renamed: one stopped while writing leaves the last one whole
             args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps(record, indent=2) + "\n")
+            partial = args.out.with_name(args.out.name + ".partial")
+            partial.write_text(json.dumps(record, indent=2) + "\n")
+            os.replace(partial, args.out)
 
     print(f"{record['device']}, torch {torch.__version__}, {images.shape[0]:,} images", flush=True)
     test_loader = None
@@ -616,9 +640,10 @@ def main(argv: list[str] | None = None) -> int:
     def alone(change: dict) -> bool:  # run in the autotuner's fresh process
         return change.get("cudnn_benchmark", False) and not args.same_process
 
-    # The order, so that a time limit stops what matters least: the profiles and the variants that run
-    # in this process, the autotuner's fresh process, then max-autotune (its compile is the slowest,
-    # its time not yet known)
+    # The order, so that a time limit stops what matters least: the profiles in this process, then the
+    # variants in the order of VARIANTS, the autotuner's all at once, in a fresh process, where its first
+    # one comes (after the whole step's baselines, before the NCHW and float32 variants), and
+    # max-autotune last (its compile is the slowest, its time not yet known)
     last = [name for name in chosen if VARIANTS[name].get("compile") == "max-autotune"]
     for name in profiles:
         if not alone(PROFILES[name]):
@@ -626,26 +651,25 @@ def main(argv: list[str] | None = None) -> int:
                 images, labels, device, name, compiled=not args.no_compile
             )
             save()
-
-    def here(name: str) -> None:  # a variant in this process
-        record["variants"][name] = run_variant(
-            name, chosen[name], images, labels, device, args.epochs, test_loader
-        )
-        save()
-
-    for name, change in chosen.items():
-        if not alone(change) and name not in last:
-            here(name)
     tuned_variants = [name for name, change in chosen.items() if alone(change)]
     tuned_profiles = [name for name in profiles if alone(PROFILES[name])]
-    if tuned_variants or tuned_profiles:
-        found = run_alone(args, tuned_variants, tuned_profiles)
-        record["variants"].update(found["variants"])
-        if found["profiles"]:
-            record.setdefault("profiles", {}).update(found["profiles"])
-        save()
-    for name in last:
-        here(name)
+    order = [name for name in chosen if name not in last and name not in tuned_variants]
+    if tuned_variants or tuned_profiles:  # None: the autotuner's process, where its first variant comes
+        at = [name for name in chosen if name not in last].index(tuned_variants[0]) if tuned_variants else 0
+        order.insert(at, None)
+    for name in [*order, *last]:
+        if name is None:
+            found = run_alone(args, tuned_variants, tuned_profiles)
+            record["variants"].update(found["variants"])
+            if found["profiles"]:
+                record.setdefault("profiles", {}).update(found["profiles"])
+            record["own_process_seconds"] = found["seconds"]  # its start included
+            save()
+        else:
+            record["variants"][name] = run_variant(
+                name, chosen[name], images, labels, device, args.epochs, test_loader
+            )
+            save()
     record["variants"] = {name: record["variants"][name] for name in chosen}  # in VARIANTS' order
     if "profiles" in record:
         record["profiles"] = {name: record["profiles"][name] for name in profiles}
@@ -657,10 +681,10 @@ def main(argv: list[str] | None = None) -> int:
         for name, result in [*record.get("profiles", {}).items(), *record["variants"].items()]
         if result.get("status") == "failed"
     ]
+    print(f"the probe took {record['seconds']:.0f} s", flush=True)
     if failed:  # recorded, and said in the exit status (gpu_check.py records it in run.json)
         print(f"FAILED in their own processes: {', '.join(failed)}", flush=True)
         return 1
-    print(f"the probe took {record['seconds']:.0f} s", flush=True)
     return 0
 
 

@@ -1121,10 +1121,10 @@ def test_the_readme_says_what_the_probes_next_set_runs():
     probe = _script("fastpath_probe")
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert (
-        "`--set next` runs what the next GPU session needs (below): the whole step under CUDA graphs at "
-        "2,048 and 4,096 as the same run's baseline, the autotuner at 2,048, 4,096 and 8,192 and in NCHW, "
-        "NCHW, float32, both, then `max-autotune`, last since its compile is the slowest, with the two "
-        "profiles of the whole step."
+        "`--set next` runs what the next GPU session needs (below), in this order: the profile of the whole "
+        "step; the whole step under CUDA graphs at 2,048 and 4,096, the same run's baseline; the autotuner's "
+        "process (its profile, then the autotuner at 2,048, 4,096 and 8,192 and in NCHW); NCHW, float32, "
+        "both; `max-autotune` last, since its compile is the slowest."
     ) in readme
     chosen = {name: probe.VARIANTS[name] for name in probe.SETS["next"]}
     graphs = {
@@ -1186,9 +1186,19 @@ def test_the_probes_next_set_runs_the_autotuners_parts_together_in_one_fresh_pro
     assert all(profile["seconds"] > 0 for profile in record["profiles"].values())
     mine = sum(part["seconds"] for part in parts.values() if "own_process" not in part)
     assert record["seconds"] >= mine
-    # max-autotune's compile is the slowest and not yet timed: it runs after the autotuner's process
+    assert 0 <= record["setup_seconds"] <= record["seconds"] and record["own_process_seconds"] > 0
+    # the order: the whole step's baselines, the autotuner's process, NCHW and float32, max-autotune last
+    # (its compile is the slowest and not yet timed)
     printed = done.stdout
-    assert printed.rindex("whole step compiled, mode=max-autotune") > printed.rindex("cuDNN autotuner, NCHW")
+
+    def at(name):
+        return printed.index(f"{name} ")
+
+    baselines = [at(n) for n in probe.SETS["next"][:2]]
+    autotuner = [at(n) for n in sorted(tuned - {"profile step-autotuner"})]
+    after = [at(f"whole step, CUDA graphs, {n}") for n in ("NCHW", "float32", "float32, NCHW")]
+    assert max(baselines) < min(autotuner) and max(autotuner) < min(after)
+    assert max(after) < at("whole step compiled, mode=max-autotune")
     assert f"the probe took {record['seconds']:.0f} s" in printed
 
 
@@ -1213,41 +1223,53 @@ def test_the_probe_keeps_what_the_autotuners_process_finished_and_fails_the_rest
     }
 
 
-def test_a_profile_names_the_operator_and_shapes_behind_each_kernel():
-    """kernel_callers: from the event that launched a kernel up to the first aten operator with input
-    shapes (which convolution a cuDNN kernel ran); a kernel under no such operator is left out. The
-    events here are built by hand in the profiler's shape (a CPU launches no device kernels)."""
+def test_a_profile_names_the_operator_and_shapes_behind_each_kernel(tmp_path):
+    """kernel_callers: each kernel under the aten operator the profiler lists it under (the innermost
+    one running when it was launched), with its input shapes, which say which convolution a cuDNN
+    kernel ran; kernels under anything else are left out. The events are built by hand in the shape
+    torch's profiler gives them (its _parse_kineto_results), since a CPU launches no device kernels;
+    a real CPU profile is read too."""
     from types import SimpleNamespace as Event
 
     probe = _script("fastpath_probe")
 
-    def event(name, parent=None, shapes=(), kernels=()):
-        return Event(
-            name=name, cpu_parent=parent, input_shapes=list(shapes), kernels=[Event(name=k) for k in kernels]
-        )
+    def event(name, shapes=(), kernels=()):
+        return Event(name=name, input_shapes=list(shapes), kernels=[Event(name=k) for k in kernels])
 
-    step = event("CompiledFunction")
-    conv1 = event("aten::cudnn_convolution", step, [[2048, 3, 32, 32], [32, 3, 5, 5], []])
-    conv2 = event("aten::cudnn_convolution", step, [[2048, 32, 16, 16], [32, 32, 5, 5]])
-    wgrad = event("aten::convolution_backward", step, [[2048, 32, 32, 32], [2048, 3, 32, 32], [32, 3, 5, 5]])
+    conv1 = [[2048, 3, 32, 32], [32, 3, 5, 5], []]
+    conv2 = [[2048, 32, 16, 16], [32, 32, 5, 5], []]
     events = [
-        step,
-        conv1,
-        event("cudaLaunchKernel", conv1, kernels=["generic"]),
-        event("cudaLaunchKernel", event("aten::empty", conv2), kernels=["generic"]),  # up past a shapeless op
-        event("cudaLaunchKernel", conv2, kernels=["generic"]),
-        event("cudaLaunchKernel", wgrad, kernels=["wgrad"]),
-        event("cudaLaunchKernel", step, kernels=["triton_poi_fused_max_pool2d"]),  # a compiled graph's own
-        event("aten::relu", step, [[4]]),  # launches nothing
+        event("CompiledFunction"),
+        event("aten::convolution", conv1),  # launches nothing itself: its innermost operator does
+        event("aten::cudnn_convolution", conv1, ["generic"]),
+        event("aten::cudnn_convolution", conv2, ["generic", "generic"]),
+        event("aten::convolution_backward", [[2048, 32, 32, 32], *conv1[:2]], ["wgrad"]),
+        event("aten::add_", [[], []], ["vectorized_add"]),  # 0-d tensors: no shapes to show
+        event("triton_poi_fused_max_pool2d_0", (), ["triton_poi_fused_max_pool2d_0"]),  # a compiled graph's
+        event("cudaLaunchKernel"),  # the runtime's call: the profiler lists no kernel under it
     ]
-    callers = probe.kernel_callers(events)
-    assert callers == {
+    assert probe.kernel_callers(events, steps=2) == {
         "generic": [
-            "aten::cudnn_convolution [[2048, 32, 16, 16], [32, 32, 5, 5]] x2",
-            "aten::cudnn_convolution [[2048, 3, 32, 32], [32, 3, 5, 5]] x1",
+            "aten::cudnn_convolution [[2048, 32, 16, 16], [32, 32, 5, 5]]: 1 a step",
+            "aten::cudnn_convolution [[2048, 3, 32, 32], [32, 3, 5, 5]]: 0.5 a step",
         ],
-        "wgrad": ["aten::convolution_backward [[2048, 32, 32, 32], [2048, 3, 32, 32], [32, 3, 5, 5]] x1"],
+        "wgrad": [
+            "aten::convolution_backward [[2048, 32, 32, 32], [2048, 3, 32, 32], [32, 3, 5, 5]]: 0.5 a step"
+        ],
+        "vectorized_add": ["aten::add_ []: 0.5 a step"],
     }
+    # a real profile's events, read the same way (a CPU's list no device kernels: nothing to name)
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        torch.nn.functional.conv2d(torch.rand(2, 3, 8, 8), torch.rand(4, 3, 5, 5))
+    convs = [e for e in prof.events() if e.name == "aten::conv2d"]
+    assert convs and convs[0].input_shapes[:2] == [[2, 3, 8, 8], [4, 3, 5, 5]]
+    assert probe.kernel_callers(prof.events()) == {}
+    # a record cut short reads as nothing, not as an error
+    cut = tmp_path / "cut.json"
+    cut.write_text('{"variants": {"a": {"images_per')
+    assert probe.read_record(cut) == {} and probe.read_record(tmp_path / "absent.json") == {}
 
 
 def test_the_probe_records_a_fresh_process_that_fails_and_says_so_in_its_exit_status(tmp_path):
