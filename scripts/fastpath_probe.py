@@ -653,10 +653,10 @@ def main(argv: list[str] | None = None) -> int:
             save()
     tuned_variants = [name for name, change in chosen.items() if alone(change)]
     tuned_profiles = [name for name in profiles if alone(PROFILES[name])]
-    order = [name for name in chosen if name not in last and name not in tuned_variants]
+    before_last = [name for name in chosen if name not in last]
+    order = [name for name in before_last if name not in tuned_variants]
     if tuned_variants or tuned_profiles:  # None: the autotuner's process, where its first variant comes
-        at = [name for name in chosen if name not in last].index(tuned_variants[0]) if tuned_variants else 0
-        order.insert(at, None)
+        order.insert(before_last.index(tuned_variants[0]) if tuned_variants else 0, None)
     for name in [*order, *last]:
         if name is None:
             found = run_alone(args, tuned_variants, tuned_profiles)
