@@ -106,8 +106,8 @@ SEED = 0
 FAST_BATCH = 2048  # on a GPU, with Adam (see SGD_BATCH_LIMIT); on a CPU CPU_FAST_BATCH
 # On a CPU a step has no fixed cost to spread over a larger batch (06's section 2: the recorded CPU
 # sweep fits none) and Tudui's time per image grows with the batch, so the fast path keeps a small
-# one: in the 2-core CPU's ladder (results/bench-cpu-amd-epyc.json) the fast path's settings ran at
-# 4,038 images/s at batch 512 and 4,485 at batch 128.
+# one: in the 2-core CPU's ladders (results/bench-cpu-amd-epyc.json) the fast path's settings ran at
+# 4,038 images/s at batch 512 and 4,485 at batch 128 (2026-11-22), 2,734 and 2,841 (2026-11-27).
 CPU_FAST_BATCH = 128
 LADDER_BATCH = 512  # the ladder's larger batch on every device, as 06_performance's step
 # SGD's linear scaling rule holds for Tudui up to batch 512 and breaks by 2,048, where the recipe

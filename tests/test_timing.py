@@ -948,6 +948,65 @@ def test_the_texts_quote_the_committed_cpu_bench():
     assert f"fast path at batch {result['settings']['fast_config']['batch_size']}" in readme
 
 
+def test_the_readme_compares_the_cpu_bench_with_its_earlier_run_as_git_has_it():
+    # the README sets the committed CPU bench beside the one committed in c715ff5 (2026-11-22): the same
+    # accuracies and losses epoch for epoch, each run's speeds and ratios, and how far they moved
+    earlier_commit = "c715ff5"
+    shown = subprocess.run(
+        ["git", "show", f"{earlier_commit}:results/bench-cpu-amd-epyc.json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    if shown.returncode != 0:
+        pytest.skip(f"git has no commit {earlier_commit} here (a shallow clone?): {shown.stderr.strip()}")
+    earlier = json.loads(shown.stdout)
+    now = json.loads((ROOT / "results" / "bench-cpu-amd-epyc.json").read_text())
+    paths = ("seed_pipeline", "fast_path", "linear_scaling_only")
+    assert len(earlier["runs"]) == len(now["runs"]) == 3
+    for before, after in zip(earlier["runs"], now["runs"], strict=True):
+        for path in paths:
+            assert before[path]["epoch_test_accuracy"] == after[path]["epoch_test_accuracy"]
+            assert before[path]["epoch_train_loss"] == after[path]["epoch_train_loss"]
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"the file as of commit `{earlier_commit}`" in readme
+    assert earlier["date"][:10] == "2026-11-22" and now["date"][:10] == "2026-11-27"
+
+    def figures(result, path):
+        return [f"{run[path]['images_per_second']:,.0f}" for run in result["runs"]]
+
+    def listed(values):
+        return f"{values[0]}, {values[1]} and {values[2]}"
+
+    assert f"Then: the seed pipeline {listed(figures(earlier, 'seed_pipeline'))} images/s" in readme
+    assert f"the fast path {listed(figures(earlier, 'fast_path'))}" in readme
+    assert f"linear scaling only {listed(figures(earlier, 'linear_scaling_only'))};" in readme
+    ratios = [[f"{run['ratio']:.2f}x" for run in result["runs"]] for result in (now, earlier)]
+    assert f"{listed(ratios[1])}; the seed's accuracy reached after" in readme
+    assert f"({listed(ratios[0])} against {listed(ratios[1])})" in readme
+    reached = [f"{run['time_to_accuracy']['seconds']:.1f}" for run in earlier["runs"]]
+    assert f"reached after {listed(reached)} s of training; {earlier['wall_seconds']:.0f} s in all" in readme
+    speed_falls = [
+        1 - after[path]["images_per_second"] / before[path]["images_per_second"]
+        for before, after in zip(earlier["runs"], now["runs"], strict=True)
+        for path in paths
+    ]
+    ratio_falls = [
+        1 - after["ratio"] / before["ratio"]
+        for before, after in zip(earlier["runs"], now["runs"], strict=True)
+    ]
+    assert min(speed_falls) > 0, "the README says every speed was lower"
+    assert f"by {min(speed_falls):.0%} to {max(speed_falls):.0%} run for run" in readme
+    assert min(ratio_falls) > 0
+    assert f"moved less: by {min(ratio_falls):.0%} to {max(ratio_falls):.0%} run for run" in readme
+    seed = [run["seed_pipeline"]["images_per_second"] for run in now["runs"]]
+    assert seed == sorted(seed, reverse=True), "the README says the speeds fell from run to run"
+    for result, date in ((now, "2026-11-27"), (earlier, "2026-11-22")):
+        ladder = {rung["key"]: rung["images_per_second"] for rung in result["ladder"] if not rung["skipped"]}
+        worker = f"{ladder['workers']:,.0f} ({ladder['workers'] / ladder['seed']:.2f}x)"
+        assert worker in readme, (date, worker)
+
+
 def test_the_texts_quote_the_committed_adam_runs():
     # the README, LargeBatchSchedule's docstring and the bench's choice of Adam at batch 2,048 rest on
     # results/large-batch-adam-*.json: after a new run, update them
