@@ -926,10 +926,15 @@ def test_fit_step_time_says_what_is_wrong(sizes, times, words):
         fit_step_time(sizes, times)
 
 
+def ladder_rates(result):
+    """A bench result's ladder as {step: images/s}, the steps it skipped left out."""
+    return {rung["key"]: rung["images_per_second"] for rung in result["ladder"] if not rung["skipped"]}
+
+
 def test_the_texts_quote_the_committed_cpu_bench():
     # 06-19a and the README quote make bench's CPU run in results/: after a new run, update them
     result = json.loads((ROOT / "results" / "bench-cpu-amd-epyc.json").read_text())
-    ladder = {rung["key"]: rung["images_per_second"] for rung in result["ladder"] if not rung["skipped"]}
+    ladder = ladder_rates(result)
     notebook = json.loads((ROOT / "notebooks" / "06_performance.ipynb").read_text())
     text = "".join(next(c for c in notebook["cells"] if c.get("id") == "06-19a")["source"])
     assert f"{ladder['workers']:,.0f} images/s against {ladder['seed']:,.0f} without" in " ".join(
@@ -1002,7 +1007,7 @@ def test_the_readme_compares_the_cpu_bench_with_its_earlier_run_as_git_has_it():
     seed = [run["seed_pipeline"]["images_per_second"] for run in now["runs"]]
     assert seed == sorted(seed, reverse=True), "the README says the speeds fell from run to run"
     for result, date in ((now, "2026-11-27"), (earlier, "2026-11-22")):
-        ladder = {rung["key"]: rung["images_per_second"] for rung in result["ladder"] if not rung["skipped"]}
+        ladder = ladder_rates(result)
         worker = f"{ladder['workers']:,.0f} ({ladder['workers'] / ladder['seed']:.2f}x)"
         assert worker in readme, (date, worker)
 
