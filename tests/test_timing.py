@@ -1010,6 +1010,12 @@ def test_the_readme_compares_the_cpu_bench_with_its_earlier_run_as_git_has_it():
         ladder = ladder_rates(result)
         worker = f"{ladder['workers']:,.0f} ({ladder['workers'] / ladder['seed']:.2f}x)"
         assert worker in readme, (date, worker)
+    # 06-19a quotes the earlier ladder's worker beside the committed one (the committed one: the test above)
+    notebook = json.loads((ROOT / "notebooks" / "06_performance.ipynb").read_text())
+    text = " ".join("".join(next(c for c in notebook["cells"] if c.get("id") == "06-19a")["source"]).split())
+    ladder = ladder_rates(earlier)
+    quoted = f"but {ladder['workers']:,.0f} against {ladder['seed']:,.0f} in the same bench five days before"
+    assert quoted in text
 
 
 def test_the_texts_quote_the_committed_adam_runs():
