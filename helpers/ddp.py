@@ -60,7 +60,7 @@ MODELS: dict[str, type[nn.Module]] = {"cifarnet": CifarNet, "tudui": Tudui}
 COLLECTIVE_TIMEOUT = timedelta(minutes=30)
 # The learning rate is chosen for the global batch (per-process batch x world size): BASE_LR for every
 # BASE_BATCH images, the linear scaling rule (Goyal et al., 2017). lr 0.01 with momentum 0.9 at batch
-# 64 is the recipe of 03; a fixed lr of 0.05 at batch 32 on one GPU diverged (H100 run, 2026-11-22).
+# 64 is the recipe of 03; a fixed learning rate too large for the global batch diverges.
 BASE_LR = 0.01
 BASE_BATCH = 64
 CHANCE = 0.1  # ten classes
@@ -230,7 +230,7 @@ def _train(args: argparse.Namespace, ctx: Context) -> None:
         else f"{BASE_LR} per {BASE_BATCH} images, scaled to the global batch"
     )
     # On GPUs, worker processes build the next batches (PIL image, ToTensor, Normalize) while the GPU
-    # trains; without them an H100 trained at 3,500 to 4,000 images/s here (05-08's recording)
+    # trains; without them the GPU waits for each batch
     workers = (
         args.workers
         if args.workers is not None

@@ -443,10 +443,8 @@ def gpus_in_fresh_processes(cases: Mapping[str, Mapping[str, Any]]) -> dict[str,
     ``cases`` maps a name to the keyword arguments of one ``gpus_in_fresh_process`` call
     (``env``, ``set_in_code``, ``after_is_available``); the answer maps the same names, in the same
     order, to what each process found. The processes are independent, so they run side by side:
-    each spends seconds importing PyTorch and starting CUDA (on an H100 machine six in a row took
-    30 s), and they overlap that wait (on the course's 2-core CPU, six took 10.1 s one at a time
-    and 5.5 s at once, with the same answers). Every case is checked
-    before any process starts. Introduced in ``04_data_parallel``.
+    each spends seconds importing PyTorch and starting CUDA, and they overlap that wait. Every case
+    is checked before any process starts. Introduced in ``04_data_parallel``.
     """
     if not isinstance(cases, Mapping) or not cases:
         raise TypeError(

@@ -1,6 +1,6 @@
 """What a GPU printed: recorded GPU runs of the notebooks, shown where there is no GPU.
 
-Introduced in ``00_devices_and_tensors``. ``make gpu-check`` (``scripts/gpu_check.py``) runs every
+Introduced in ``00_devices_and_tensors``. ``make gpu-check`` (``benchmarks/gpu_check.py``) runs every
 notebook top to bottom on a GPU machine and keeps the executed copies, with their outputs, in
 ``results/gpu/<device>/notebooks/``. A notebook cell whose real effect needs a GPU ends with
 ``show_gpu_output("<its cell id>")``: on a machine with a CUDA GPU that line does nothing (the cell's
@@ -19,9 +19,12 @@ import ast
 import base64
 import functools
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from helpers.course import CHECKOUT_VARIABLE
 
 __all__ = ["Recording", "cell_source_key", "find_recording", "recordings_root", "show_gpu_output"]
 
@@ -33,12 +36,19 @@ _SHOW_LINE = re.compile(
 _CELL_ID = re.compile(r"^(\d\d)-[\w.-]+$")
 
 
+def _is_course(folder: Path) -> bool:
+    return (folder / "pyproject.toml").is_file() and (folder / "notebooks").is_dir()
+
+
 def _repository() -> Path | None:
-    """The course repository the helpers were installed from (editable install), if there is one."""
+    """The course's files: the folder named in ``GPU_COURSE_CHECKOUT`` (where the setup cell on Colab
+    and Kaggle fetched the course at the notebook's release), else the repository the helpers were
+    installed from (editable install); ``None`` if neither is there."""
+    fetched = os.environ.get(CHECKOUT_VARIABLE)
+    if fetched and _is_course(Path(fetched)):
+        return Path(fetched)
     repo = Path(__file__).resolve().parent.parent
-    if (repo / "pyproject.toml").is_file() and (repo / "notebooks").is_dir():
-        return repo
-    return None
+    return repo if _is_course(repo) else None
 
 
 def recordings_root() -> Path | None:
@@ -139,7 +149,8 @@ def find_recording(
     if repo is None:
         return None, (
             "the recorded GPU runs are in the course repository's results/gpu/ folder, which is not "
-            "here (the helpers were installed without it, as on Colab)"
+            "here (the helpers were installed without it: run the notebook's setup cell, which fetches "
+            "it on Colab and Kaggle)"
         )
     current_path = _current_notebook(match.group(1), repo)
     current_cell = _cell(_notebook(current_path), cell_id) if current_path else None

@@ -4,7 +4,9 @@ Introduced in ``06_performance``. A GPU runs the work it is given later, in orde
 goes on: a clock read right after a call measures the launch, not the work. So every timer here
 waits for the device (``synchronize``) before it starts and before it stops, and measures only
 after warm-up calls. ``autorange`` and ``compare`` are thin wrappers around
-``torch.utils.benchmark`` (``Timer.blocked_autorange`` and ``Compare``), which do the same.
+``torch.utils.benchmark`` (``Timer.blocked_autorange`` and ``Compare``), which do the same once
+``autorange`` hands ``Timer`` a clock that waits for the device (``_timer_for``): ``Timer``'s own
+waits for Apple's MPS only from PyTorch 2.9, and the course allows 2.6.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ import json
 import logging
 import math
 import numbers
-import re
 import time
+import timeit
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,12 +26,11 @@ from typing import Any
 import torch
 
 from helpers import _args
-from helpers.devices import as_device
+from helpers.devices import as_device, pick_device
 
 __all__ = [
     "Stopwatch",
     "autorange",
-    "bench_failures",
     "check_against_reference",
     "compare",
     "describe_result",
@@ -37,12 +38,9 @@ __all__ = [
     "images_per_second",
     "load_results",
     "profile_table",
-    "result_stem",
     "results_dir",
-    "run_failure",
     "synchronize",
     "time_calls",
-    "time_to_accuracy",
 ]
 
 
@@ -82,11 +80,17 @@ def synchronize(device: torch.device | str) -> None:
     ``synchronize`` of its module (``torch.xpu``, ...); the CPU and ``meta``: nothing.
     """
     device = as_device(device, name="device", caller="synchronize", check_available=True)
+    wait = _known_wait(device)
+    if wait is not None:
+        wait(device)
+
+
+def _known_wait(device: torch.device) -> Callable[[torch.device], Any] | None:
+    """``_wait_for(device.type)``, refusing a device type that has a queue but no known way to wait."""
     wait = _wait_for(device.type)
     if wait is None and device.type not in ("cpu", "meta"):
         raise ValueError(f"Do not know how to wait for a {device.type!r} device: time it on 'cuda' or 'cpu'")
-    if wait is not None:
-        wait(device)
+    return wait
 
 
 def _wait_for(device_type: str) -> Callable[[torch.device], Any] | None:
@@ -96,7 +100,7 @@ def _wait_for(device_type: str) -> Callable[[torch.device], Any] | None:
     if device_type == "cuda":
         return torch.cuda.synchronize
     if device_type == "mps":
-        return lambda device: torch.mps.synchronize()  # a Mac has one Apple GPU: it takes no device
+        return _wait_for_mps
     accel = getattr(torch, "accelerator", None)
     if accel is not None and hasattr(accel, "synchronize") and hasattr(accel, "current_accelerator"):
         current = accel.current_accelerator()
@@ -104,6 +108,33 @@ def _wait_for(device_type: str) -> Callable[[torch.device], Any] | None:
             return accel.synchronize
     module = getattr(torch, device_type, None)
     return getattr(module, "synchronize", None) if module is not None else None
+
+
+def _wait_for_mps(device: torch.device) -> None:
+    """``torch.mps.synchronize()``, which takes no device: a Mac has one Apple GPU."""
+    torch.mps.synchronize()
+
+
+def _timer_for(device: torch.device) -> Callable[[], float]:
+    """The clock ``torch.utils.benchmark.Timer`` should read to time work on ``device``.
+
+    ``Timer`` reads its clock before and after each block of calls. Its default clock waits for the
+    accelerator first, but which one depends on the PyTorch version (``timer`` in
+    ``torch/utils/benchmark/utils/timer.py``): 2.6 waits for CUDA (and a PrivateUse1 backend), 2.7
+    and 2.8 for CUDA or XPU, 2.9 and later for ``torch.accelerator``'s device, MPS included. So on an
+    Apple GPU under 2.6 to 2.8 a ``Timer`` with its own clock measures how fast Python queues the work.
+    This clock waits for ``device`` itself (``synchronize``'s call for its type) on every version,
+    then reads ``timeit.default_timer``; on the CPU it is ``timeit.default_timer`` alone.
+    """
+    wait = _known_wait(device)
+    if wait is None:
+        return timeit.default_timer
+
+    def clock() -> float:
+        wait(device)
+        return timeit.default_timer()
+
+    return clock
 
 
 class Stopwatch:
@@ -276,25 +307,39 @@ def autorange(
     description: str = "",
     min_run_time: float = 0.2,
     num_threads: int | None = None,
+    device: torch.device | str | None = None,
 ) -> benchmark.Measurement:
     """``torch.utils.benchmark.Timer(...).blocked_autorange()`` for a function with no arguments.
 
     ``Timer`` warms up, picks how many calls to time in one block so that reading the clock costs
-    nothing, waits for the accelerator around each block, and returns a ``Measurement`` (``.median``,
-    ``.iqr``, ``.times`` in seconds per call). ``Timer`` runs with **one** CPU thread unless told
-    otherwise; this wrapper uses as many as PyTorch trains with (``torch.get_num_threads()``), so
-    CPU figures match training. ``label``/``sub_label``/``description`` lay out ``compare``'s table.
+    nothing, and returns a ``Measurement`` (``.median``, ``.iqr``, ``.times`` in seconds per call).
+    It reads a clock that waits for ``device`` around each block (``_timer_for``): by default the
+    accelerator ``pick_device()`` chooses (the CPU where there is none), as ``Timer``'s own clock
+    does from PyTorch 2.9 on; before 2.9 that clock does not wait for Apple's MPS. ``Timer`` runs
+    with **one** CPU thread unless told otherwise; this wrapper uses as many as PyTorch trains with
+    (``torch.get_num_threads()``), so CPU figures match training. ``label``/``sub_label``/
+    ``description`` lay out ``compare``'s table.
     """
     _callable(fn, "autorange")
-    timer = benchmark.Timer(
-        stmt="fn()",
-        globals={"fn": fn},
+    device = (
+        pick_device()
+        if device is None
+        else as_device(device, name="device", caller="autorange", check_available=True)
+    )
+    timer = _benchmark_timer(
+        fn,
+        device,
         label=label,
         sub_label=sub_label,
         description=description,
         num_threads=torch.get_num_threads() if num_threads is None else num_threads,
     )
     return timer.blocked_autorange(min_run_time=min_run_time)
+
+
+def _benchmark_timer(fn: Callable[[], Any], device: torch.device, **task: Any) -> benchmark.Timer:
+    """The ``torch.utils.benchmark.Timer`` ``autorange`` runs: ``fn()``, with ``_timer_for(device)``."""
+    return benchmark.Timer(stmt="fn()", globals={"fn": fn}, timer=_timer_for(device), **task)
 
 
 def compare(measurements: Iterable[benchmark.Measurement]) -> str:
@@ -314,7 +359,7 @@ def compare(measurements: Iterable[benchmark.Measurement]) -> str:
     return str(table)
 
 
-# ---- benchmark results files (written by scripts/bench.py, read by 06_performance) ----
+# ---- benchmark results files (written by benchmarks/bench.py, read by 06_performance) ----
 
 
 def results_dir() -> Path:
@@ -323,19 +368,6 @@ def results_dir() -> Path:
     if (repo / "pyproject.toml").is_file() and (repo / "notebooks").is_dir():
         return repo / "results"
     return Path.cwd() / "results"
-
-
-def result_stem(device_type: str, device_name: str, *, quick: bool = False) -> str:
-    """The file name (without suffix) of a benchmark result: one per device, a quick run apart.
-
-    ``bench-cuda-nvidia-h100-80gb-hbm3``, ``bench-cpu-amd-epyc``, ``bench-cpu-amd-epyc-quick``: a
-    CPU run never overwrites a GPU result, nor a quick run a full one.
-    """
-    for name, value in (("device_type", device_type), ("device_name", device_name)):
-        if not isinstance(value, str):
-            raise TypeError(f"result_stem: {name} must be a string, got {type(value).__name__} {value!r}.")
-    slug = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-") or "unknown"
-    return f"bench-{device_type}-{slug}" + ("-quick" if quick else "")
 
 
 _REQUIRED = ("device", "versions", "date", "settings", "summary")
@@ -369,7 +401,7 @@ def load_results(
             [key for key in _REQUIRED if key not in result] if isinstance(result, dict) else list(_REQUIRED)
         )
         if missing:
-            raise ValueError(f"{path} is not a benchmark result of scripts/bench.py: it lacks {missing}")
+            raise ValueError(f"{path} is not a result of benchmarks/bench.py: it lacks {missing}")
         if device_type is not None and result["device"].get("type") != device_type:
             continue
         if quick is not None and bool(result["settings"].get("quick")) != quick:
@@ -382,11 +414,10 @@ def load_results(
 def describe_result(result: dict) -> str:
     """What a benchmark result measured, on which hardware and when: every run, never a mean alone.
 
-    For a result of today's ``make bench`` (schema 2): each run's images per second, test accuracy
-    and ratio, the time to the seed pipeline's accuracy, the warm-up and compilation measured apart,
-    the recipe check, the ladder of steps (what each buys), a ``FAILURE`` line for every diverged or
-    non-finite run (``bench_failures``), and the targets. Older results (schema 1) are described
-    as they were recorded.
+    ``result`` is one item of ``load_results``. For a result of schema 2: each run's images per
+    second, test accuracy and ratio, the time to the seed pipeline's accuracy, the warm-up, the
+    ladder of steps, a ``FAILURE`` line for every failure the result records, and the targets.
+    Older results (schema 1) are described as they were recorded.
     """
     missing = [key for key in _REQUIRED if key not in result] if isinstance(result, dict) else list(_REQUIRED)
     if missing:
@@ -431,116 +462,12 @@ def _header(result: dict) -> str:
     )
 
 
-# ---- make bench's verdicts: failures and time to accuracy (schema 2) ----
-
-NEAR_CHANCE = 0.15  # ten classes: a run below this predicts little better than a guess (10%)
-LEARNED = 0.20  # a run at or above this (twice chance) has learned something
-LOSS_LIMIT = 2 * math.log(10)  # twice the loss of a uniform guess over ten classes (ln 10 = 2.30)
-PATH_NAMES = {
+# The pipelines of a bench result, by their keys in the file, as the report names them.
+_PATH_NAMES = {
     "seed_pipeline": "seed pipeline",
     "fast_path": "fast path",
-    "linear_scaling_only": "no warm-up or decay",  # the key: what it was for SGD, linear scaling only
+    "linear_scaling_only": "no warm-up or decay",
 }
-
-
-def time_to_accuracy(
-    epoch_seconds: list[float], epoch_accuracy: list[float | None], target: float
-) -> tuple[float | None, int | None]:
-    """Training seconds until the first epoch whose test accuracy reaches ``target``, and that epoch (from 1).
-
-    ``epoch_seconds[i]`` is the training time of epoch ``i + 1`` alone (evaluation left out),
-    ``epoch_accuracy[i]`` the test accuracy after it; the accuracy is checked after each epoch, so
-    the time is that of whole epochs. ``(None, None)`` when no epoch reaches it.
-    """
-    if len(epoch_seconds) != len(epoch_accuracy):
-        raise ValueError(
-            f"time_to_accuracy: {len(epoch_seconds)} epoch times but {len(epoch_accuracy)} accuracies: "
-            "one of each per epoch"
-        )
-    if isinstance(target, bool) or not isinstance(target, numbers.Real) or not 0 <= target <= 1:
-        raise ValueError(f"time_to_accuracy: target is an accuracy from 0 to 1, got {target!r}")
-    elapsed = 0.0
-    for epoch, (seconds, accuracy) in enumerate(zip(epoch_seconds, epoch_accuracy, strict=True), start=1):
-        elapsed += seconds
-        if accuracy is not None and accuracy >= target:
-            return elapsed, epoch
-    return None, None
-
-
-def run_failure(record: dict, seed_accuracy: float | None = None) -> str | None:
-    """Why one run of ``make bench`` is a failure, or ``None``: a NaN or infinite loss, or divergence.
-
-    A run diverged when its last epoch's training loss is above ``LOSS_LIMIT`` (twice a uniform
-    guess's), when it ends near chance (below 15%) while the seed pipeline of the same repeat
-    (``seed_accuracy``) learned (20% or more, twice chance), or when it learned and then fell back
-    near chance. A run that ends near chance alongside a seed pipeline that did too has only had
-    too small a budget: that is no failure, and neither is a run that learned less than the seed.
-    """
-    if record.get("status") == "non-finite":
-        return f"non-finite: {record.get('error') or 'the loss or the weights became NaN or infinite'}"
-    losses = record.get("epoch_train_loss") or []
-    if losses and not math.isfinite(losses[-1]):
-        return f"non-finite: the training loss of epoch {len(losses)} is {losses[-1]}"
-    if losses and losses[-1] > LOSS_LIMIT:
-        return (
-            f"diverged: the training loss of its last epoch is {losses[-1]:.3g}, above {LOSS_LIMIT:.2f} "
-            "(twice that of a uniform guess over ten classes)"
-        )
-    accuracy = record.get("test_accuracy")
-    if accuracy is None or accuracy >= NEAR_CHANCE:
-        return None
-    if seed_accuracy is not None and seed_accuracy >= LEARNED:
-        return (
-            f"diverged: it ended at {accuracy:.1%} test accuracy, near chance (10%), while the seed "
-            f"pipeline of the same run reached {seed_accuracy:.1%}"
-        )
-    history = [a for a in record.get("epoch_test_accuracy") or [] if a is not None]
-    if history and max(history) >= LEARNED:
-        best = max(history)
-        return (
-            f"diverged: it reached {best:.1%} test accuracy after epoch {history.index(best) + 1}, then "
-            f"fell to {accuracy:.1%}, near chance (10%)"
-        )
-    return None
-
-
-def bench_failures(result: dict) -> list[dict]:
-    """Every failed run of a ``make bench`` result: ``[{"where": ..., "why": ...}, ...]``.
-
-    Judged again from the recorded figures each time, so a result whose figures were changed is
-    judged on what it now says. For a result of schema 1 (before the ladder): the runs that ended
-    near chance while another run of the same pipeline learned.
-    """
-    if result.get("schema", 1) < 2:
-        accuracy = result["summary"]["test_accuracy"]
-        failures = []
-        for path, record in accuracy.items():
-            best = max(record["runs"], default=0.0)
-            for number, value in enumerate(record["runs"], start=1):
-                if value < NEAR_CHANCE and best >= LEARNED:
-                    failures.append(
-                        {
-                            "where": f"{path.replace('_', ' ')} run {number}",
-                            "why": f"diverged: it ended at {value:.1%}, while another run reached {best:.1%}",
-                        }
-                    )
-        return failures
-    failures = []
-    for number, run in enumerate(result.get("runs", []), start=1):
-        seed = run.get("seed_pipeline", {}).get("test_accuracy")
-        for path, name in PATH_NAMES.items():
-            if path not in run:
-                continue
-            why = run_failure(run[path], None if path == "seed_pipeline" else seed)
-            if why:
-                failures.append({"where": f"{name} run {number}", "path": path, "run": number, "why": why})
-    for rung in result.get("ladder", []):
-        if rung.get("skipped"):
-            continue
-        why = run_failure({**rung, "test_accuracy": None})
-        if why:
-            failures.append({"where": f"ladder step {rung['step']!r}", "path": rung["key"], "why": why})
-    return failures
 
 
 def _fmt(value: float | None, pattern: str, missing: str = "none") -> str:
@@ -563,13 +490,13 @@ def _describe_v2(result: dict) -> list[str]:
         f"{settings.get('fast_epochs', settings['epochs'])}; tested on {settings['test_size']:,} images "
         "after every epoch (training time leaves testing out; images/s: the median epoch from epoch 2 on)",
     ]
-    for path, name in PATH_NAMES.items():
+    for path, name in _PATH_NAMES.items():
         config = settings.get("paths", {}).get(path)
         if config:
             lines.append(f"  {name}: {config['description']}")
     for number, run in enumerate(runs, start=1):
         parts = []
-        for path, name in PATH_NAMES.items():
+        for path, name in _PATH_NAMES.items():
             record = run.get(path)
             if record is None:
                 continue
@@ -601,14 +528,16 @@ def _describe_v2(result: dict) -> list[str]:
     if warm:
         lines.append(
             "warm-up and compilation, measured apart before each run's first epoch (s): "
-            + "; ".join(f"{PATH_NAMES.get(p, p)} {', '.join(f'{s:.2f}' for s in v)}" for p, v in warm.items())
+            + "; ".join(
+                f"{_PATH_NAMES.get(p, p)} {', '.join(f'{s:.2f}' for s in v)}" for p, v in warm.items()
+            )
         )
     first = summary.get("first_epoch_seconds") or {}
     if first:
         lines.append(
             "first epoch of each run (s) against a steady epoch (median): "
             + "; ".join(
-                f"{PATH_NAMES.get(p, p)} {', '.join(f'{s:.2f}' for s in v['runs'])} "
+                f"{_PATH_NAMES.get(p, p)} {', '.join(f'{s:.2f}' for s in v['runs'])} "
                 + (
                     f"against {v['steady_median']:.2f}"
                     if v.get("steady_median") is not None
@@ -640,7 +569,7 @@ def _describe_v2(result: dict) -> list[str]:
             if rung.get("fast_path"):
                 text += "  <- the fast path"
             lines.append(text)
-    for failure in bench_failures(result):
+    for failure in result.get("failures") or []:
         lines.append(f"FAILURE: {failure['where']}: {failure['why']}")
     lines.extend(_targets(result))
     return lines

@@ -220,7 +220,7 @@ def _correct(outputs: Any, targets: torch.Tensor, step: int, caller: str) -> tor
 def _progress(loader: Iterable, desc: str, show: bool) -> tqdm:
     """A progress bar over ``loader`` that starts exactly one pass over it.
 
-    ``tqdm.auto`` given a loader calls ``iter()`` on it once more than it uses (tqdm issue 1598):
+    ``tqdm.auto`` given a loader calls ``iter()`` on it once more than it uses:
     for a ``DataLoader`` that is an extra draw from the random stream and, with workers, a set of
     worker processes started for nothing. Handing it the iterator avoids both.
     """

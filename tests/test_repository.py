@@ -1,6 +1,5 @@
 """Repository hygiene: stripped notebooks, pins in step, the notebook skeleton."""
 
-import importlib.util
 import json
 import os
 import re
@@ -9,8 +8,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from helpers.course import colab_url
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -85,25 +82,6 @@ def test_notebook_follows_the_skeleton(path):
     assert "assert " in code, f"{path.name} checks none of its claims"
 
 
-def _time_notebooks_script():
-    spec = importlib.util.spec_from_file_location("time_notebooks", ROOT / "scripts" / "time_notebooks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_readme_times_are_the_measured_ones_for_every_notebook():
-    script = _time_notebooks_script()
-    readme = (ROOT / "README.md").read_text()
-    assert script.START in readme and script.END in readme, "README lacks the timing table markers"
-    table = readme.split(script.START, 1)[1].split(script.END, 1)[0].strip()
-    results = script.load_results()
-    assert results, "no results/notebook-times-*.json: run python scripts/time_notebooks.py --update-readme"
-    assert table == script.readme_table(results), "README's times differ from results/: run the script again"
-    for path in NOTEBOOKS:
-        assert any(path.stem in result["seconds"] for result in results), f"{path.name} was never timed"
-
-
 @pytest.mark.skipif(
     shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs a git checkout"
 )
@@ -119,9 +97,3 @@ def test_results_the_readme_and_notebooks_read_are_not_git_ignored():
         ["git", "check-ignore", "--no-index", *relative], cwd=ROOT, capture_output=True, text=True
     ).stdout.split()
     assert not ignored, f"these results are git-ignored, so a fresh clone lacks them: {ignored}"
-
-
-def test_readme_links_every_notebook_to_colab():
-    readme = (ROOT / "README.md").read_text()
-    for path in NOTEBOOKS:
-        assert colab_url(path.name) in readme, f"README lacks the Colab link of {path.name}"

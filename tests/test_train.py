@@ -177,8 +177,8 @@ def test_wrappers_and_frozen_layers_are_not_stale():
         _fit(model, optimizer)
         _fit(Autocast(model), optimizer)
         wrapped = nn.DataParallel(model)
-        # With one GPU or more, DataParallel moves the model to cuda:0 as it wraps it (the H100 run
-        # of 2026-11-23 failed here on the CPU's batches): train where it put the model.
+        # With one GPU or more, DataParallel moves the model to cuda:0 as it wraps it, where the CPU's
+        # batches would fail: train where it put the model.
         _fit(wrapped, optimizer, device=next(wrapped.parameters()).device)
 
 

@@ -1,10 +1,9 @@
 """Choosing GPUs: CUDA_VISIBLE_DEVICES in the environment and in os.environ, and seed 001's misspelling.
 
-Each check runs in a fresh Python process, because CUDA reads the variable once, when it starts, and
-counts the GPUs a tensor can be made on (not ``device_count()``, which follows the variable until
+Each count comes from a fresh Python process, because CUDA reads the variable once, when it starts,
+and counts the GPUs a tensor can be made on (not ``device_count()``, which follows the variable until
 PyTorch's CUDA state is set up). On a machine without a GPU every count is 0, so the counting tests
-only prove their point on a GPU;
-the parser tests below show on any machine which variable PyTorch reads.
+only prove their point on a GPU; the parser test shows on any machine which variable PyTorch reads.
 """
 
 import inspect
@@ -19,16 +18,15 @@ from conftest import requires_cuda
 from helpers.devices import gpus_in_fresh_process, gpus_in_fresh_processes
 
 HIDE_ALL = {"CUDA_VISIBLE_DEVICES": ""}
-
-
-def _parsed_in_fresh_process(env):
-    # torch.cuda._parse_visible_devices is private: it is used here only to show which variable
-    # PyTorch reads (it counts GPUs with it before CUDA starts), on machines that have no GPU.
-    code = "import torch; print(torch.cuda._parse_visible_devices())"
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, timeout=120
-    )
-    return out.stdout.strip()
+# The cases of the tests below that run on any machine, each in a fresh process, all started at once
+CASES = {
+    "nothing set": {},
+    "hidden in the shell": {"env": HIDE_ALL},
+    "hidden in code": {"set_in_code": HIDE_ALL},
+    "misspelt in the shell": {"env": {"CUDA_VISIBLE_DEVICE": ""}},
+    "misspelt in code": {"set_in_code": {"CUDA_VISIBLE_DEVICE": ""}},
+    "hidden too late": {"set_in_code": HIDE_ALL, "after_is_available": True},
+}
 
 
 @pytest.fixture
@@ -38,22 +36,38 @@ def clean_env(monkeypatch):
     return dict(os.environ)
 
 
-def test_pytorch_reads_cuda_visible_devices_and_ignores_the_misspelling(clean_env):
-    assert _parsed_in_fresh_process({**clean_env, "CUDA_VISIBLE_DEVICES": "1,2"}) == "[1, 2]"
-    assert _parsed_in_fresh_process({**clean_env, "CUDA_VISIBLE_DEVICES": ""}) == "[]"
-    everything = str(list(range(64)))  # no restriction
-    assert _parsed_in_fresh_process(clean_env) == everything
-    assert _parsed_in_fresh_process({**clean_env, "CUDA_VISIBLE_DEVICE": "1"}) == everything
+@pytest.fixture(scope="module")
+def found():
+    """What the fresh process of each of CASES found, from an environment without either variable."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        for name in ("CUDA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICE"):
+            monkeypatch.delenv(name, raising=False)
+        return gpus_in_fresh_processes(CASES)
 
 
-def test_hiding_every_gpu_leaves_none(clean_env):
-    assert gpus_in_fresh_process(env=HIDE_ALL).usable == 0
-    assert gpus_in_fresh_process(set_in_code=HIDE_ALL).usable == 0
+def test_pytorch_reads_cuda_visible_devices_and_ignores_the_misspelling(clean_env, monkeypatch):
+    # torch.cuda._parse_visible_devices is private: it is used here only to show which variable
+    # PyTorch reads (it counts GPUs with it before CUDA starts), on machines that have no GPU. It
+    # reads the environment on each call, so this process can show it.
+    parsed = torch.cuda._parse_visible_devices
+    everything = list(range(64))  # no restriction
+    assert parsed() == everything
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICE", "1")
+    assert parsed() == everything
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,2")
+    assert parsed() == [1, 2]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert parsed() == []
 
 
-def test_the_probe_makes_tensors_rather_than_trusting_device_count(clean_env):
+def test_hiding_every_gpu_leaves_none(found):
+    assert found["hidden in the shell"].usable == 0
+    assert found["hidden in code"].usable == 0
+
+
+def test_the_probe_makes_tensors_rather_than_trusting_device_count(found):
     """The count is where tensors can be made; a failure is reported with CUDA's own words."""
-    probe = gpus_in_fresh_process()
+    probe = found["nothing set"]
     assert probe.usable == torch.cuda.device_count()
     if probe.usable:
         assert probe.default_device == "cuda:0"
@@ -63,10 +77,10 @@ def test_the_probe_makes_tensors_rather_than_trusting_device_count(clean_env):
         assert probe.error is not None and ("NVIDIA driver" in probe.error or "CUDA" in probe.error)
 
 
-def test_the_misspelt_variable_changes_nothing(clean_env):
-    everything = gpus_in_fresh_process().usable
-    assert gpus_in_fresh_process(env={"CUDA_VISIBLE_DEVICE": ""}).usable == everything
-    assert gpus_in_fresh_process(set_in_code={"CUDA_VISIBLE_DEVICE": ""}).usable == everything
+def test_the_misspelt_variable_changes_nothing(found):
+    everything = found["nothing set"].usable
+    assert found["misspelt in the shell"].usable == everything
+    assert found["misspelt in code"].usable == everything
 
 
 def test_nvml_based_check_is_read_by_is_available():
@@ -82,7 +96,7 @@ def test_nvml_based_check_is_read_by_is_available():
 
 @requires_cuda
 def test_setting_the_variable_after_cuda_started_changes_nothing(clean_env):
-    """The H100 run of 2026-11-22 found the old check (device_count) wrong here; tensors tell the truth."""
+    """device_count() follows the variable set after CUDA started; tensors tell the truth."""
     everything = gpus_in_fresh_process().usable
     assert everything >= 1
     assert gpus_in_fresh_process(set_in_code=HIDE_ALL).usable == 0
@@ -120,16 +134,10 @@ def test_bad_variables_are_refused_with_an_example():
         gpus_in_fresh_process(set_in_code={"A=B": "1"})
 
 
-def test_the_fresh_processes_of_several_cases_run_at_once_and_agree_with_one_at_a_time(clean_env):
-    cases = {
-        "hidden in the shell": {"env": HIDE_ALL},
-        "nothing set": {},
-        "hidden too late": {"set_in_code": HIDE_ALL, "after_is_available": True},
-    }
-    together = gpus_in_fresh_processes(cases)
-    assert list(together) == list(cases)  # the names, in the order given
-    assert together == {name: gpus_in_fresh_process(**how) for name, how in cases.items()}
-    assert together["hidden in the shell"].usable == 0
+def test_the_fresh_processes_of_several_cases_run_at_once_and_agree_with_one_at_a_time(found, clean_env):
+    assert list(found) == list(CASES)  # the names, in the order given
+    for name in ("nothing set", "hidden too late"):
+        assert found[name] == gpus_in_fresh_process(**CASES[name]), name
 
 
 @pytest.mark.parametrize(

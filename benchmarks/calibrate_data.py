@@ -1,37 +1,21 @@
 """Calibrate the synthetic stand-in against CIFAR-10: train the course's recipes on it, on this machine.
 
-    python scripts/calibrate_data.py --threads 1       # the full calibration, 25 minutes on 2 cores
-    python scripts/calibrate_data.py --generation-only # time the generation again, on a quiet machine
-    python scripts/calibrate_data.py --quick           # a smoke run on 5,000 images (2 minutes)
+    python benchmarks/calibrate_data.py --threads 1       # the full calibration, on 50,000 images
+    python benchmarks/calibrate_data.py --generation-only # time the generation again, on a quiet machine
+    python benchmarks/calibrate_data.py --quick           # a smoke run on 5,000 images
 
-The stand-in (``helpers.data.make_synthetic_cifar10``) is meant to be about as hard as CIFAR-10
-for the course's models and training budgets. This script measures it on the full stand-in
-(50,000 training and 10,000 test images, generated offline), on the CPU:
+The stand-in (``helpers.data.make_synthetic_cifar10``) is meant to be about as hard as CIFAR-10 for
+the course's models and budgets. On the CPU and the full stand-in this script measures: how long
+generating it takes; the PyTorch tutorial's ``CifarNet`` recipe and the tutorial's ``Tudui`` recipe,
+each against a target range; a better recipe and a bigger model, which should beat the tutorial's
+by 10 points or more; two linear baselines that should do much worse; which classes the tutorial's
+run confuses (the stand-in's look-alike pairs should lead); and every notebook's recipe on its CPU
+and quick-mode budgets. ``_targets`` holds the targets; the exit status is 1 when one is missed.
 
-- how long generating the 60,000 images takes;
-- the tutorial's ``CifarNet`` recipe (batch 4, SGD lr 0.001, momentum 0.9, 2 epochs, inputs
-  normalised to [-1, 1]), which reaches about 55% on CIFAR-10: the target is 45-65%;
-- seed 000's ``Tudui`` recipe (batch 64, SGD lr 0.01 without momentum, 10 epochs, inputs in
-  [0, 1]): the target is 45-70%;
-- a better recipe (``CifarNet``, batch 64, lr 0.01, momentum 0.9, 10 epochs) and a bigger model
-  (a wider convnet with batch norm, 8 epochs): each should beat the tutorial's recipe by 10
-  points or more, so that a faster recipe can visibly lose or keep accuracy;
-- two baselines that must do much worse: logistic regression on the raw pixels, and on colour
-  histograms alone;
-- the tutorial run's confusion matrix: its largest off-diagonal cells should be the stand-in's
-  look-alike pairs (plane/ship, car/truck, cat/dog, deer/horse), as CIFAR-10's are;
-- the recipe of every notebook, with its CPU budget and its quick-mode budget (``COURSE_QUICK=1``),
-  so that the notebooks' checks can be set from measured figures.
-
-Training here holds the images as one tensor and shuffles with ``torch.randperm``: the same
-arithmetic as the notebooks' ``DataLoader`` with ``ToTensor`` (and ``Normalize``), but not the same
-random order, so a notebook's own run lands a point or two away. Results go to
-``results/data-calibration.json`` (``--quick``: ``results/data-calibration-quick.json``, not
-committed). Only the synthetic stand-in is measured: the script never downloads CIFAR-10.
-
-On a machine that other work shares, train on one thread (``--threads 1``): two threads on two
-busy cores can run several times slower than one. A busy machine spoils the generation time more
-than anything else; ``--generation-only`` measures it again alone and updates the results file.
+Training holds the images as one tensor and shuffles with ``torch.randperm``: the notebooks'
+arithmetic, not their random order. Writes ``results/data-calibration.json`` (``--quick``:
+``data-calibration-quick.json``, not committed; ``--out`` for another folder). It never
+downloads CIFAR-10. On a shared machine train on one thread (``--threads 1``).
 """
 
 from __future__ import annotations
@@ -67,8 +51,8 @@ RUNS = {
         "target": [0.45, 0.65],
         "seeds": 3,  # cheap enough to show how much a run varies with the seed
     },
-    "tudui_seed000": {
-        "what": "seed 000's Tudui recipe",
+    "tudui_seed000": {  # the key the committed calibration and its readers use
+        "what": "the tutorial's Tudui recipe",
         "model": "Tudui",
         "batch_size": 64,
         "lr": 0.01,
@@ -299,7 +283,7 @@ def update_generation(out: Path) -> int:
         print(f"{path} was measured on another version of the stand-in: run the full calibration.")
         return 1
     result["data"]["generation_seconds_60000_images"] = measure_generation(3)
-    result["data"]["generation_measured"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    result["data"]["generation_measured"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     result["targets"] = _targets(result)
     path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     print(f"Updated the generation time in {path}: {json.dumps(result['targets']['generation'])}")
@@ -337,8 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     n_train, n_test = (5_000, 1_000) if args.quick else (50_000, 10_000)
     result = {
         "schema": 1,
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join(["python scripts/calibrate_data.py", *(sys.argv[1:] if argv is None else argv)]),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": " ".join(["calibrate_data.py", *(sys.argv[1:] if argv is None else argv)]),
         "quick": args.quick,
         "machine": {
             "cpu": platform.processor() or platform.machine(),
@@ -447,7 +431,7 @@ def _largest_cell(matrix: torch.Tensor) -> dict:
 
 
 def _targets(result: dict) -> dict:
-    """The issue's calibration targets, each with the measured figure and whether it is met."""
+    """The calibration's targets, each with the measured figure and whether it is met."""
     runs = result["runs"]
     tutorial = runs["cifarnet_tutorial"]["test_accuracy"]
     targets = {}

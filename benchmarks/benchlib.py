@@ -1,0 +1,287 @@
+"""What the scripts in ``benchmarks/`` share: the large-batch recipe, the whole step, the verdicts.
+
+Import it from a script in this folder after ``sys.path.insert(0, str(Path(__file__).parent))``.
+Nothing in ``helpers/`` or the notebooks imports it.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import platform
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from helpers import _args
+from helpers.fastpath import _maybe_fused
+
+# The tutorial's recipe: Tudui with SGD at batch 64, lr 0.01. SGD's scaling rule starts from it.
+BASELINE_BATCH_SIZE, BASELINE_LR = 64, 0.01
+# Adam's recipe starts from PyTorch's default rate, taken at batch 128, scaled by the square root.
+ADAM_BASE_BATCH_SIZE, ADAM_BASE_LR = 128, 0.001
+
+# The three pipelines of a bench run, by their keys in the result files, and their names in reports.
+PATH_NAMES = {
+    "seed_pipeline": "tutorial's loop",
+    "fast_path": "fast path",
+    "linear_scaling_only": "no warm-up or decay",
+}
+NEAR_CHANCE = 0.15  # ten classes: a run below this predicts little better than a guess (10%)
+LEARNED = 0.20  # a run at or above this (twice chance) has learned something
+LOSS_LIMIT = 2 * math.log(10)  # twice the loss of a uniform guess over ten classes
+
+
+def adam(params: Iterable, lr: float, *, fused: bool = False) -> tuple[torch.optim.Adam, str]:
+    """``torch.optim.Adam(params, lr)``, fused where asked and possible.
+
+    Returns the optimizer and a few words on which implementation it uses, as
+    ``helpers.fastpath.sgd`` does.
+    """
+    return _maybe_fused(torch.optim.Adam, "Adam", params, fused, lr=lr)
+
+
+class LossStep(nn.Module):
+    """The forward half of a training step as one module: ``LossStep(model)(inputs, targets)``.
+
+    Returns the loss and the number of right answers. Pass ``torch.compile(LossStep(model))`` as
+    ``helpers.fastpath.train_epoch(..., loss_step=...)`` to compile the model, the loss and the
+    count into one graph. ``loss_fn`` defaults to ``nn.CrossEntropyLoss()``.
+    """
+
+    def __init__(self, model: nn.Module, loss_fn: nn.Module | None = None) -> None:
+        super().__init__()
+        if not isinstance(model, nn.Module):
+            raise TypeError(
+                f"LossStep wraps a model (an nn.Module), got {type(model).__name__} {_args.shown(model)}."
+            )
+        self.model = model
+        self.loss_fn = nn.CrossEntropyLoss() if loss_fn is None else loss_fn
+
+    def forward(self, inputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        outputs = self.model(inputs)
+        return self.loss_fn(outputs, targets), (outputs.argmax(dim=1) == targets).sum()
+
+
+_DECAYS = ("cosine", "linear", "none")
+_SCALINGS = ("linear", "sqrt")
+
+
+@dataclass(frozen=True)
+class LargeBatchSchedule:
+    """The learning rate of every step for a larger batch: scale it, warm it up, decay it.
+
+    ``LargeBatchSchedule(batch_size=512, steps_per_epoch=98, epochs=10)`` scales ``base_lr`` by
+    ``batch_size / base_batch_size`` (``scaling="linear"``, for SGD) or its square root
+    (``scaling="sqrt"``, for Adam), caps it at ``max_lr``, warms up linearly from ``base_lr`` over
+    ``warmup_epochs``, then decays to ``final_lr`` (``"cosine"``, ``"linear"`` or ``"none"``).
+    ``lr_at(step)`` gives the rate of a step counted over all epochs; ``apply(optimizer, step)``
+    sets it in every parameter group. ``warmup_epochs=0, decay="none"`` is the peak throughout.
+    """
+
+    batch_size: int
+    steps_per_epoch: int
+    epochs: int
+    base_batch_size: int = BASELINE_BATCH_SIZE
+    base_lr: float = BASELINE_LR
+    warmup_epochs: float = 1.0
+    decay: str = "cosine"
+    final_lr: float = 0.0
+    max_lr: float | None = None
+    scaling: str = "linear"
+
+    def __post_init__(self) -> None:
+        caller = "LargeBatchSchedule"
+        for name in ("batch_size", "steps_per_epoch", "epochs", "base_batch_size"):
+            _args.integer(getattr(self, name), name, caller, minimum=1)
+        for name in ("base_lr", "warmup_epochs", "final_lr", "max_lr"):
+            value = getattr(self, name)
+            if value is None and name == "max_lr":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise TypeError(f"{caller}: {name} must be a finite number, got {_args.shown(value)}.")
+            if value < 0 or (value == 0 and name in ("base_lr", "max_lr")):
+                bound = "more than" if name in ("base_lr", "max_lr") else "at least"
+                raise ValueError(f"{caller}: {name} must be {bound} 0, got {value}.")
+        if self.decay not in _DECAYS:
+            raise ValueError(f"{caller}: decay must be one of {_DECAYS}, got {_args.shown(self.decay)}.")
+        if self.scaling not in _SCALINGS:
+            raise ValueError(
+                f"{caller}: scaling must be one of {_SCALINGS} ('linear' for SGD, 'sqrt' for Adam), "
+                f"got {_args.shown(self.scaling)}."
+            )
+        if self.final_lr > self.peak_lr:
+            raise ValueError(
+                f"{caller}: final_lr {self.final_lr} is above the peak {self.peak_lr:g}: a decay goes down."
+            )
+
+    @property
+    def scaled_lr(self) -> float:
+        """``base_lr`` times ``batch_size / base_batch_size``, or its square root for ``"sqrt"``."""
+        factor = self.batch_size / self.base_batch_size
+        return self.base_lr * (factor if self.scaling == "linear" else math.sqrt(factor))
+
+    @property
+    def peak_lr(self) -> float:
+        """``scaled_lr``, at most ``max_lr``."""
+        return self.scaled_lr if self.max_lr is None else min(self.scaled_lr, self.max_lr)
+
+    @property
+    def total_steps(self) -> int:
+        return self.steps_per_epoch * self.epochs
+
+    @property
+    def warmup_steps(self) -> int:
+        """``warmup_epochs`` epochs' worth of steps, rounded, at most all the steps."""
+        return min(round(self.warmup_epochs * self.steps_per_epoch), self.total_steps)
+
+    def lr_at(self, step: int) -> float:
+        """The learning rate of step ``step`` (0 is the first step of the first epoch)."""
+        step = _args.integer(step, "step", "LargeBatchSchedule.lr_at", minimum=0)
+        if step >= self.total_steps:
+            raise ValueError(
+                f"LargeBatchSchedule.lr_at: step {step} is past the last step ({self.total_steps - 1}): "
+                f"the schedule was made for {self.epochs} epochs of {self.steps_per_epoch} steps."
+            )
+        peak, warmup = self.peak_lr, self.warmup_steps
+        start = min(self.base_lr, peak)
+        if step < warmup:
+            return start + (peak - start) * step / warmup
+        if self.decay == "none":
+            return peak
+        done = (step - warmup) / (self.total_steps - warmup)
+        if self.decay == "linear":
+            return peak + (self.final_lr - peak) * done
+        return self.final_lr + (peak - self.final_lr) * 0.5 * (1 + math.cos(math.pi * done))
+
+    def apply(self, optimizer: torch.optim.Optimizer, step: int) -> float:
+        """Set ``lr_at(step)`` in every parameter group of ``optimizer``; return it."""
+        lr = self.lr_at(step)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        return lr
+
+    def describe(self) -> str:
+        """One line: the peak, the warm-up and the decay, in words."""
+        ratio = f"{self.batch_size}/{self.base_batch_size}"
+        peak = f"lr {self.peak_lr:g}" + (
+            f" (max_lr; the rule gives {self.scaled_lr:g})"
+            if self.peak_lr < self.scaled_lr
+            else f" = {self.base_lr:g} x " + (ratio if self.scaling == "linear" else f"sqrt({ratio})")
+        )
+        warmup = (
+            f"a warm-up from {min(self.base_lr, self.peak_lr):g} over {self.warmup_steps} steps"
+            if self.warmup_steps
+            else "no warm-up"
+        )
+        decay = "constant" if self.decay == "none" else f"a {self.decay} decay to {self.final_lr:g}"
+        rest = self.total_steps - self.warmup_steps
+        return f"batch {self.batch_size}: {peak}, {warmup}, then {decay} over {rest} steps"
+
+
+def device_name(device: torch.device) -> str:
+    """The device's name as the driver (CUDA) or the CPU's identification reports it."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    if device.type == "cpu":
+        capabilities = getattr(torch.cpu, "get_capabilities", None)
+        name = capabilities().get("cpu_name") if capabilities else None
+        return str(name or platform.processor() or platform.machine())
+    return str(device)
+
+
+def slug(text: str) -> str:
+    """``text`` in lower case with every run of other characters made one ``-``: for file names."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "unknown"
+
+
+def result_stem(device_type: str, name: str, *, quick: bool = False, prefix: str = "bench") -> str:
+    """A result's file name without suffix: ``bench-cuda-nvidia-h100-80gb-hbm3``, ``...-quick``.
+
+    One per kind of device, so a CPU run never overwrites a GPU result, nor a quick run a full one.
+    """
+    for what, value in (("device_type", device_type), ("name", name)):
+        if not isinstance(value, str):
+            raise TypeError(f"result_stem: {what} must be a string, got {type(value).__name__} {value!r}.")
+    return f"{prefix}-{device_type}-{slug(name)}" + ("-quick" if quick else "")
+
+
+def time_to_accuracy(
+    epoch_seconds: list[float], epoch_accuracy: list[float | None], target: float
+) -> tuple[float | None, int | None]:
+    """Training seconds until the first epoch whose test accuracy reaches ``target``, and that epoch.
+
+    ``epoch_seconds[i]`` is the training time of epoch ``i + 1``, ``epoch_accuracy[i]`` the test
+    accuracy after it. Epochs count from 1; ``(None, None)`` when no epoch reaches ``target``.
+    """
+    if len(epoch_seconds) != len(epoch_accuracy):
+        raise ValueError(
+            f"time_to_accuracy: {len(epoch_seconds)} epoch times but {len(epoch_accuracy)} accuracies: "
+            "one of each per epoch"
+        )
+    if isinstance(target, bool) or not isinstance(target, numbers.Real) or not 0 <= target <= 1:
+        raise ValueError(f"time_to_accuracy: target is an accuracy from 0 to 1, got {target!r}")
+    elapsed = 0.0
+    for epoch, (seconds, accuracy) in enumerate(zip(epoch_seconds, epoch_accuracy, strict=True), start=1):
+        elapsed += seconds
+        if accuracy is not None and accuracy >= target:
+            return elapsed, epoch
+    return None, None
+
+
+def run_failure(record: dict, baseline_accuracy: float | None = None) -> str | None:
+    """Why one training run failed, or ``None``.
+
+    A run failed when its loss or weights became NaN or infinite, when its last training loss is
+    above ``LOSS_LIMIT``, when it ends near chance while the baseline of the same repeat
+    (``baseline_accuracy``) learned, or when it learned and then fell back near chance.
+    """
+    if record.get("status") == "non-finite":
+        return f"non-finite: {record.get('error') or 'the loss or the weights became NaN or infinite'}"
+    losses = record.get("epoch_train_loss") or []
+    if losses and not math.isfinite(losses[-1]):
+        return f"non-finite: the training loss of epoch {len(losses)} is {losses[-1]}"
+    if losses and losses[-1] > LOSS_LIMIT:
+        return (
+            f"diverged: the training loss of its last epoch is {losses[-1]:.3g}, above {LOSS_LIMIT:.2f} "
+            "(twice that of a uniform guess over ten classes)"
+        )
+    accuracy = record.get("test_accuracy")
+    if accuracy is None or accuracy >= NEAR_CHANCE:
+        return None
+    if baseline_accuracy is not None and baseline_accuracy >= LEARNED:
+        return (
+            f"diverged: it ended at {accuracy:.1%} test accuracy, near chance (10%), while the tutorial's "
+            f"loop of the same run reached {baseline_accuracy:.1%}"
+        )
+    history = [a for a in record.get("epoch_test_accuracy") or [] if a is not None]
+    if history and max(history) >= LEARNED:
+        best = max(history)
+        return (
+            f"diverged: it reached {best:.1%} test accuracy after epoch {history.index(best) + 1}, then "
+            f"fell to {accuracy:.1%}, near chance (10%)"
+        )
+    return None
+
+
+def bench_failures(result: dict[str, Any]) -> list[dict]:
+    """Every failed run and ladder step of a bench result: ``[{"where", "path", "why"}, ...]``."""
+    failures = []
+    for number, run in enumerate(result.get("runs", []), start=1):
+        baseline = run.get("seed_pipeline", {}).get("test_accuracy")
+        for path, name in PATH_NAMES.items():
+            if path in run:
+                why = run_failure(run[path], None if path == "seed_pipeline" else baseline)
+                if why:
+                    failures.append(
+                        {"where": f"{name} run {number}", "path": path, "run": number, "why": why}
+                    )
+    for rung in result.get("ladder", []):
+        why = None if rung.get("skipped") else run_failure({**rung, "test_accuracy": None})
+        if why:
+            failures.append({"where": f"ladder step {rung['step']!r}", "path": rung["key"], "why": why})
+    return failures
