@@ -1,10 +1,11 @@
-"""Open in Colab: the configured repository, the badge and setup cell of every notebook, the tool.
+"""Colab and Kaggle: the one address and tag, every link and setup cell, the tool and the release.
 
-The setup cell is run for real twice: here, where it must do nothing, and with a stand-in for
-Colab's detection (the ``COLAB_RELEASE_TAG`` variable Colab sets), where it runs its real pip
-command in ``--dry-run`` mode against a local git copy of this repository (git's ``insteadOf``
-points the GitHub address at it), so the exact command line a Colab runtime would run is checked
-by pip itself without the network.
+The setup cell is run for real: here, where it must do nothing, and with stand-ins for Colab's and
+Kaggle's detection (the ``COLAB_RELEASE_TAG`` and ``KAGGLE_KERNEL_RUN_TYPE`` variables they set),
+where it clones the course at its tag from a local git repository that stands in for GitHub (git's
+``insteadOf`` points the GitHub address at it) and runs its real pip command in ``--dry-run`` mode,
+so the exact commands a Colab runtime would run are checked by git and pip themselves, offline.
+``make release`` runs in a temporary clone of this repository.
 """
 
 import ast
@@ -14,7 +15,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 
@@ -22,18 +22,27 @@ import nbformat
 import pytest
 
 from helpers.course import (
-    BRANCH,
+    CHECKOUT_VARIABLE,
     DISTRIBUTION,
+    KAGGLE_NOTEBOOKS,
     REPOSITORY,
-    colab_gpu_hint,
-    colab_install_command,
+    TAG,
+    VERSION,
     colab_url,
-    helpers_requirement,
+    github_url,
+    kaggle_url,
+    setup_hint,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+README = ROOT / "README.md"
 OWNER_AND_NAME = REPOSITORY.removeprefix("https://github.com/").strip("/")
+# Any link that opens a notebook of a repository at a ref, on GitHub, Colab or Kaggle: (owner/name, ref, file)
+NOTEBOOK_LINK = re.compile(
+    r"(?:github\.com|colab\.research\.google\.com/github)/([\w.-]+/[\w.-]+)/blob/([^/\s)\"]+)/notebooks/([\w.-]+\.ipynb)"
+)
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git to stand in for GitHub")
 
 
 def _load_tool():
@@ -46,172 +55,209 @@ def _load_tool():
 tool = _load_tool()
 
 
-def _command_in(source: str) -> list[str]:
-    """The list assigned to ``command`` in the cell, with ``sys.executable`` written as such."""
+def _assigned(source: str, *names: str) -> tuple:
+    """The literal values assigned to ``names`` (one tuple assignment) in the cell."""
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["command"]:
-            return [
-                ast.unparse(e) if isinstance(e, ast.Attribute) else ast.literal_eval(e)
-                for e in node.value.elts
-            ]
-    raise AssertionError("the setup cell assigns no `command` list")
+        target = node.targets[0] if isinstance(node, ast.Assign) else None
+        if isinstance(target, ast.Tuple) and tuple(getattr(t, "id", None) for t in target.elts) == names:
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"the setup cell assigns no literal to {', '.join(names)}")
+
+
+def _git(*args, cwd=None, check=True):
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=check)
 
 
 # --- the configuration ------------------------------------------------------------------------
 
 
-def test_the_configured_repository_is_on_github_and_names_the_package_of_pyproject():
+def test_the_release_is_pyproject_version_and_the_repository_is_on_github():
     assert REPOSITORY.startswith("https://github.com/") and OWNER_AND_NAME.count("/") == 1
-    assert BRANCH and " " not in BRANCH
-    name = re.search(r'^name = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)
-    assert name is not None and name.group(1) == DISTRIBUTION
-    assert helpers_requirement() == f"{DISTRIBUTION} @ git+{REPOSITORY}@{BRANCH}"
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert re.search(r'^name = "([^"]+)"', pyproject, re.M).group(1) == DISTRIBUTION
+    assert re.search(r'^version = "([^"]+)"', pyproject, re.M).group(1) == VERSION
+    assert re.fullmatch(r"v\d+\.\d+\.\d+", TAG) and f"v{VERSION}" == TAG
 
 
-def test_colab_url_and_its_errors():
-    assert colab_url("00_x.ipynb") == (
-        f"https://colab.research.google.com/github/{OWNER_AND_NAME}/blob/{BRANCH}/notebooks/00_x.ipynb"
+def test_the_addresses_and_their_errors():
+    blob = f"{OWNER_AND_NAME}/blob/{TAG}/notebooks/00_x.ipynb"
+    assert github_url("00_x.ipynb") == f"https://github.com/{blob}"
+    assert colab_url("00_x.ipynb") == f"https://colab.research.google.com/github/{blob}"
+    assert kaggle_url("00_x.ipynb") == f"https://kaggle.com/kernels/welcome?src=https://github.com/{blob}"
+    assert colab_url("a.ipynb", repository="https://github.com/o/n.git", ref="v9.0.0") == (
+        "https://colab.research.google.com/github/o/n/blob/v9.0.0/notebooks/a.ipynb"
     )
-    assert colab_url("a.ipynb", repository="https://github.com/o/n.git", branch="dev") == (
-        "https://colab.research.google.com/github/o/n/blob/dev/notebooks/a.ipynb"
-    )
-    with pytest.raises(ValueError, match="not a GitHub repository"):
-        colab_url("a.ipynb", repository="https://gitlab.com/o/n")
-    with pytest.raises(ValueError, match="notebook file name"):
-        colab_url("notebooks/a.ipynb")
+    for address in (colab_url, github_url, kaggle_url):
+        with pytest.raises(ValueError, match="not a GitHub repository"):
+            address("a.ipynb", repository="https://gitlab.com/o/n")
+        with pytest.raises(ValueError, match="notebook file name"):
+            address("notebooks/a.ipynb")
 
 
-def test_install_command_is_empty_off_colab_and_leaves_torch_alone_on_colab():
-    assert colab_install_command(on_colab=False) == []
-    command = colab_install_command(on_colab=True, python="/usr/bin/python3")
-    assert command == [
-        "/usr/bin/python3",
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--no-deps",
-        f"{DISTRIBUTION} @ git+{REPOSITORY}@{BRANCH}",
-    ]
-    # nothing that would reinstall or upgrade what Colab has, and torch is never named
-    assert not {"-U", "--upgrade", "--force-reinstall", "--ignore-installed"} & set(command)
-    assert not any(re.match(r"torch(vision|audio)?\b", arg) for arg in command)
-
-
-def test_gpu_hint_only_on_a_colab_cpu_runtime():
-    assert colab_gpu_hint(on_colab=False, has_gpu=False) is None
-    assert colab_gpu_hint(on_colab=True, has_gpu=True) is None
-    hint = colab_gpu_hint(on_colab=True, has_gpu=False)
-    assert "Runtime > Change runtime type" in hint and "GPU" in hint
+def test_the_hint_only_on_a_colab_or_kaggle_runtime_without_a_gpu():
+    assert setup_hint(None, has_gpu=False) is None
+    assert setup_hint("colab", has_gpu=True) is None and setup_hint("kaggle", has_gpu=True) is None
+    assert "Runtime > Change runtime type" in setup_hint("colab", has_gpu=False)
+    assert "T4 x2" in setup_hint("kaggle", has_gpu=False)
 
 
 @pytest.mark.parametrize(
-    ("call", "words"),
+    ("call", "error", "words"),
     [
-        (lambda: colab_gpu_hint(on_colab="False", has_gpu=False), "on_colab must be True or False"),
-        (lambda: colab_gpu_hint(on_colab=True, has_gpu=0), "has_gpu must be True or False"),
-        (lambda: colab_install_command(on_colab="no"), "on_colab must be True or False"),
-        (lambda: colab_install_command(on_colab=True, python=None), "python must be a string"),
-        (lambda: colab_url(0), "notebook must be a string"),
-        (lambda: colab_url("a.ipynb", branch=None), "branch must be a string"),
-        (lambda: helpers_requirement(repository=None), "repository must be a string"),
+        (lambda: setup_hint("colab", has_gpu=0), TypeError, "has_gpu must be True or False"),
+        (lambda: setup_hint("binder", has_gpu=False), ValueError, "platform must be"),
+        (lambda: colab_url(0), TypeError, "notebook must be a string"),
+        (lambda: colab_url("a.ipynb", ref=None), TypeError, "ref must be a string"),
+        (lambda: kaggle_url("a.ipynb", repository=None), TypeError, "repository must be a string"),
     ],
 )
-def test_course_helpers_name_a_wrong_argument(call, words):
-    with pytest.raises(TypeError, match=words):
+def test_course_helpers_name_a_wrong_argument(call, error, words):
+    with pytest.raises(error, match=words):
         call()
 
 
-# --- every notebook ---------------------------------------------------------------------------
+# --- every notebook and the README ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_has_an_up_to_date_badge_and_setup_cell(path):
-    cells = nbformat.read(path, as_version=4).cells
-    badge = cells[0]
-    assert badge.cell_type == "markdown" and badge.get("id") == tool.BADGE_ID, (
-        f"{path.name}: the first cell is not the Colab badge; run python scripts/colab_cells.py {path}"
-    )
-    expected_url = (
-        f"https://colab.research.google.com/github/{OWNER_AND_NAME}/blob/{BRANCH}/notebooks/{path.name}"
-    )
-    assert f"]({expected_url})" in badge.source, f"{path.name}: the badge does not link to {expected_url}"
-    assert "colab-badge.svg" in badge.source
+def test_every_link_and_setup_cell_names_the_one_address_and_tag():
+    """Badges, text links and setup cells of every notebook, and the README's links: one address, one tag."""
+    for path in NOTEBOOKS:
+        cells = nbformat.read(path, as_version=4).cells
+        badge = cells[0]
+        assert badge.cell_type == "markdown" and badge.get("id") == tool.BADGE_ID, (
+            f"{path.name}: the first cell is not the badge; run python scripts/colab_cells.py {path}"
+        )
+        # the links as text, not only behind the badges' images (which cannot load offline)
+        text_links = [url for _, url in re.findall(r"(?<!!)\[([^\[\]]+)\]\(([^)]+)\)", badge.source)]
+        expected = [colab_url(path.name)] + ([kaggle_url(path.name)] if path.name in KAGGLE_NOTEBOOKS else [])
+        assert text_links == expected, f"{path.name}: {badge.source}"
+        assert "colab-badge.svg" in badge.source
+        assert ("open-in-kaggle.svg" in badge.source) == (path.name in KAGGLE_NOTEBOOKS)
 
-    code = [i for i, c in enumerate(cells) if c.cell_type == "code"]
-    assert cells[code[0]].get("id") == tool.SETUP_ID, (
-        f"{path.name}: the setup cell must be the first code cell"
-    )
-    assert cells[code[0]].source == tool.setup_source(), f"{path.name}: the setup cell is out of date"
-    assert _command_in(cells[code[0]].source) == colab_install_command(on_colab=True, python="sys.executable")
-    assert tool.main(["--check", str(path)]) == 0
+        code = [cell for cell in cells if cell.cell_type == "code"]
+        setup = code[0]
+        assert setup.get("id") == tool.SETUP_ID, f"{path.name}: the setup cell must be the first code cell"
+        assert setup.source == tool.setup_source(), f"{path.name}: the setup cell is out of date"
+        assert _assigned(setup.source, "repository", "tag") == (REPOSITORY, TAG)
+        assert setup.metadata.get("jupyter", {}).get("source_hidden") is True, f"{path.name}: not folded"
+        title = setup.source.splitlines()[0]
+        assert "Colab" in title and "Kaggle" in title and "Elsewhere this does nothing" in title
+        assert len(title) <= 80
 
+        # no other cell links to a notebook of another repository or at another ref
+        for cell in cells:
+            for where, ref, _ in NOTEBOOK_LINK.findall(cell.source):
+                assert (where, ref) == (OWNER_AND_NAME, TAG), f"{path.name} {cell.get('id')}: {where}@{ref}"
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_first_screen_has_a_text_link_and_the_setup_cell_folded_to_one_line(path):
-    """Offline the badge's image cannot load, so the link is there as text too; and in JupyterLab the
-    setup cell shows one line, its first, instead of 25 lines that matter only on Colab."""
-    cells = nbformat.read(path, as_version=4).cells
-    text_links = re.findall(r"(?<!!)\[([^\[\]]+)\]\(([^)]+)\)", cells[0].source)  # not the image
-    assert [url for _, url in text_links] == [colab_url(path.name)], cells[0].source
-    assert "Colab" in text_links[0][0]
-    setup = next(cell for cell in cells if cell.cell_type == "code")
-    assert setup.metadata.get("jupyter", {}).get("source_hidden") is True, f"{path.name}: not folded"
-    title = setup.source.splitlines()[0]
-    assert title.startswith("# Colab only") and "Elsewhere this does nothing" in title and len(title) <= 80
+    readme = README.read_text()
+    for path in NOTEBOOKS:
+        assert colab_url(path.name) in readme, f"README lacks the Colab link of {path.name}"
+    found = NOTEBOOK_LINK.findall(readme)
+    assert found and all((where, ref) == (OWNER_AND_NAME, TAG) for where, ref, _ in found), found
+    assert tool.main(["--check", *map(str, NOTEBOOKS), str(README)]) == 0
 
 
 def test_setup_cell_does_nothing_on_this_machine():
-    source = tool.setup_source()
-    env = {k: v for k, v in os.environ.items() if k != "COLAB_RELEASE_TAG"}
-    probe = source + "\nimport sys\nprint('torch imported:', 'torch' in sys.modules)"
-    started = time.perf_counter()
+    env = {k: v for k, v in os.environ.items() if k not in {"COLAB_RELEASE_TAG", "KAGGLE_KERNEL_RUN_TYPE"}}
+    probe = tool.setup_source() + "\nimport sys\nprint('torch imported:', 'torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
-    elapsed = time.perf_counter() - started
     assert done.returncode == 0, done.stderr
     assert done.stdout == "torch imported: False\n" and done.stderr == ""  # silent, installs nothing
-    assert elapsed < 10
 
 
-@pytest.mark.skipif(shutil.which("git") is None, reason="needs git to stand in for GitHub")
-def test_setup_cell_on_a_colab_stand_in_runs_a_valid_pip_command(tmp_path):
-    """The cell's real command, with pip in --dry-run and a local git copy standing in for GitHub."""
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+def _stand_in_for_github(tmp_path, refs: list[str]) -> Path:
+    """A repository holding this checkout's last commit under each of ``refs``."""
+    head = _git("-C", str(ROOT), "rev-parse", "HEAD", check=False)
     if head.returncode != 0:
-        pytest.skip("not a git checkout: no commit to stand in for the published branch")
-    remote = tmp_path / "remote"  # a repository whose branch BRANCH is this checkout's last commit
-    subprocess.run(["git", "init", "-q", str(remote)], check=True)
-    fetched = subprocess.run(
-        ["git", "-C", str(remote), "fetch", "-q", str(ROOT), f"{head.stdout.strip()}:refs/heads/{BRANCH}"],
-        capture_output=True,
-        text=True,
-    )
+        pytest.skip("not a git checkout: no commit to stand in for the published release")
+    remote = tmp_path / "remote"
+    _git("init", "-q", str(remote))
+    fetched = _git("-C", str(remote), "fetch", "-q", str(ROOT), *[f"{head.stdout.strip()}:{r}" for r in refs])
     if fetched.returncode != 0:  # e.g. a copy of the working tree whose .git lacks the commit's objects
         pytest.skip(f"this checkout's git history cannot be fetched from: {fetched.stderr.strip()[:200]}")
-    log = tmp_path / "pip.log"
-    env = {
-        **os.environ,
-        "COLAB_RELEASE_TAG": "stand-in",  # what Colab sets; the cell's detection reads it
+    return remote
+
+
+def _runtime(tmp_path, remote: Path, platform: dict) -> dict:
+    """The environment of a Colab or Kaggle stand-in whose GitHub is ``remote`` and home is in tmp_path."""
+    return {
+        **{k: v for k, v in os.environ.items() if k not in {"COLAB_RELEASE_TAG", "KAGGLE_KERNEL_RUN_TYPE"}},
+        **platform,
+        "HOME": str(tmp_path / "home"),  # the setup cell fetches into ~/gpu-course/<tag>
         "PIP_DRY_RUN": "1",  # resolve and build, install nothing
         "PIP_NO_INDEX": "1",  # no network: --no-deps needs none
         "PIP_NO_BUILD_ISOLATION": "0",  # pip reads this as "no build isolation": setuptools from .venv
-        "PIP_LOG": str(log),
+        "PIP_LOG": str(tmp_path / "pip.log"),
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "GIT_CONFIG_COUNT": "1",
         "GIT_CONFIG_KEY_0": f"url.{remote.as_uri()}.insteadOf",
         "GIT_CONFIG_VALUE_0": REPOSITORY,
     }
+
+
+# Run after the setup cell, in its process: where helpers.recorded now finds the recorded GPU runs.
+_FIND_RECORDINGS = f"""
+import json
+from helpers.recorded import find_recording, recordings_root
+checkout = Path(os.environ[{CHECKOUT_VARIABLE!r}])
+notebook = json.loads(next(iter(sorted(checkout.glob("notebooks/00_*.ipynb")))).read_text())
+cells = [c for c in notebook["cells"] if c["cell_type"] == "code" and c["id"] != "colab-setup"]
+shown = next(c["id"] for c in cells if "show_gpu_output(" in "".join(c["source"]))
+recording, why = find_recording(shown)
+print("recordings:", recordings_root(), "|", recording.path if recording else why)
+"""
+
+
+@needs_git
+def test_setup_cell_on_a_colab_stand_in_fetches_the_tag_installs_from_it_and_finds_the_recordings(tmp_path):
+    remote = _stand_in_for_github(tmp_path, [f"refs/tags/{TAG}"])
+    env = _runtime(tmp_path, remote, {"COLAB_RELEASE_TAG": "stand-in"})
+    source = tool.setup_source() + _FIND_RECORDINGS
     done = subprocess.run(
-        [sys.executable, "-c", tool.setup_source()], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", source], env=env, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
-    text = log.read_text()
-    assert f"Cloning {REPOSITORY} (to revision {BRANCH})" in text
-    assert f"Would install {DISTRIBUTION}-" in text
-    assert "Collecting torch" not in text  # --no-deps: nothing else is even looked at
-    # the cell went on past the install: on a CPU "Colab" it prints how to switch to a GPU
-    expected = colab_gpu_hint(on_colab=True, has_gpu=_has_cuda())
-    assert done.stdout == (expected + "\n" if expected else "")
+    checkout = tmp_path / "home" / "gpu-course" / TAG
+    assert (checkout / "pyproject.toml").is_file() and (checkout / "results" / "gpu").is_dir()
+    assert _git("-C", str(checkout), "describe", "--tags").stdout.strip() == TAG  # the tag, nothing newer
+    log = (tmp_path / "pip.log").read_text()
+    assert f"Would install {DISTRIBUTION}-" in log and str(checkout) in log
+    assert "Collecting torch" not in log  # --no-deps: nothing else is even looked at
+    lines = done.stdout.splitlines()
+    expected = setup_hint("colab", has_gpu=_has_cuda())
+    assert lines[:-1] == ([expected] if expected else [])  # on a CPU "Colab": how to switch to a GPU
+    # helpers.recorded reads the recorded runs of the fetched release
+    assert lines[-1].startswith(f"recordings: {checkout / 'results' / 'gpu'} | {checkout / 'results'}"), lines
+
+    # run again: the release is fetched once; with GitHub gone, the cell still succeeds
+    env["GIT_CONFIG_KEY_0"] = f"url.{(tmp_path / 'gone').as_uri()}.insteadOf"
+    again = subprocess.run(
+        [sys.executable, "-c", tool.setup_source()], env=env, capture_output=True, timeout=300
+    )
+    assert again.returncode == 0, again.stderr
+
+
+@needs_git
+@pytest.mark.parametrize(
+    ("platform", "missing"),
+    [({"COLAB_RELEASE_TAG": "stand-in"}, "tag"), ({"KAGGLE_KERNEL_RUN_TYPE": "Interactive"}, "repository")],
+    ids=["colab-without-the-tag", "kaggle-without-the-repository"],
+)
+def test_setup_cell_fails_with_one_sentence_naming_the_address_and_tag(tmp_path, platform, missing):
+    remote = _stand_in_for_github(tmp_path, ["refs/heads/main"])  # published, but not this release
+    if missing == "repository":
+        remote = tmp_path / "no-such-repository"
+    env = _runtime(tmp_path, remote, platform)
+    done = subprocess.run(
+        [sys.executable, "-c", tool.setup_source()], env=env, capture_output=True, text=True
+    )
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("RuntimeError: ") and REPOSITORY in last and TAG in last, last
+    assert "docs/publishing.md" in last
+    assert ("Kaggle" in last) == ("KAGGLE_KERNEL_RUN_TYPE" in platform)  # Kaggle's own advice, only there
+    assert not (tmp_path / "pip.log").exists()  # pip never ran
+    assert list((tmp_path / "home" / "gpu-course").iterdir()) == []  # no half-fetched folder left
 
 
 def test_what_colab_installs_holds_every_helpers_module(tmp_path):
@@ -282,14 +328,31 @@ def test_tool_refreshes_stale_cells_in_place_without_duplicating_them(tmp_path):
         nbformat.v4.new_markdown_cell("# Title", id="t-0"),
         nbformat.v4.new_code_cell("import torch", id="t-1"),
         nbformat.v4.new_markdown_cell(old_badge, id="t-2"),  # a badge without the id, in the wrong place
-        nbformat.v4.new_code_cell(tool._SETUP_MARK + " (old)\nprint('old')", id=tool.SETUP_ID),
+        nbformat.v4.new_code_cell("# Colab only: install the course's helpers (old)\nprint('old')", id="t-3"),
     ]
-    path = _notebook(tmp_path, cells)
+    path = _notebook(tmp_path, cells, name="04_data_parallel.ipynb")  # one with a Kaggle link too
     assert tool.main(["--check", str(path)]) == 1
     tool.main([str(path)])
     after = nbformat.read(path, as_version=4).cells
     assert [c.id for c in after] == [tool.BADGE_ID, "t-0", tool.SETUP_ID, "t-1"]
     assert after[2].source == tool.setup_source() and "old.ipynb" not in after[0].source
+    assert kaggle_url("04_data_parallel.ipynb") in after[0].source
+
+
+def test_tool_points_the_links_of_a_markdown_file_at_the_tag_and_changes_nothing_else(tmp_path):
+    stale = "https://colab.research.google.com/github/someone/old-name/blob/main/notebooks/00_a.ipynb"
+    kaggle = (
+        "https://www.kaggle.com/kernels/welcome?src=https://github.com/x/y/blob/v0.0.1/notebooks/04_b.ipynb"
+    )
+    text = f"# Course\n\n| `00_a` [Colab]({stale}) | text |\n\nOn [Kaggle]({kaggle}); [elsewhere](https://example.org).\n"
+    path = tmp_path / "README.md"
+    path.write_text(text)
+    assert tool.main(["--check", str(path)]) == 1
+    assert tool.main([str(path)]) == 0
+    assert path.read_text() == text.replace(stale, colab_url("00_a.ipynb")).replace(
+        kaggle, kaggle_url("04_b.ipynb")
+    )
+    assert tool.main(["--check", str(path)]) == 0
 
 
 def test_tool_handles_a_notebook_without_code_and_refuses_other_files(tmp_path):
@@ -298,5 +361,80 @@ def test_tool_handles_a_notebook_without_code_and_refuses_other_files(tmp_path):
     assert [c.id for c in nbformat.read(path, as_version=4).cells] == [tool.BADGE_ID, "t-0", tool.SETUP_ID]
     with pytest.raises(SystemExit, match="not a notebook"):
         tool.main([str(tmp_path / "script.py")])
-    with pytest.raises(SystemExit, match="no such notebook"):
+    with pytest.raises(SystemExit, match="no such file"):
         tool.main([str(tmp_path / "missing.ipynb")])
+
+
+# --- the release ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def clone(tmp_path):
+    """A clone of this repository whose last commit holds this working tree's release machinery."""
+    if _git("-C", str(ROOT), "rev-parse", "HEAD", check=False).returncode != 0:
+        pytest.skip("not a git checkout")
+    path = tmp_path / "clone"
+    _git("clone", "-q", str(ROOT), str(path))
+    for name in ["Makefile", "pyproject.toml", "README.md", "helpers/course.py", "scripts/colab_cells.py"]:
+        shutil.copy(ROOT / name, path / name)
+    for notebook in NOTEBOOKS:
+        shutil.copy(notebook, path / "notebooks" / notebook.name)
+    _git("add", "-A", cwd=path)
+    _git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "now", cwd=path)
+    return path
+
+
+def _release(clone: Path, version: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["make", "-s", "-C", str(clone), "release", f"VERSION={version}", f"RELEASE_PYTHON={sys.executable}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _version_in(clone: Path) -> tuple[str, str]:
+    pyproject = re.search(r'^version = "([^"]*)"', (clone / "pyproject.toml").read_text(), re.M).group(1)
+    course = re.search(r'^VERSION = "([^"]*)"', (clone / "helpers" / "course.py").read_text(), re.M).group(1)
+    return pyproject, course
+
+
+@needs_git
+def test_release_sets_the_version_everywhere_and_refuses_a_bad_version_a_dirty_tree_and_an_old_tag(clone):
+    new = "9.8.7"  # a version no test elsewhere uses
+    for bad in ("9.8", "v9.8.7", ""):
+        with pytest.raises(SystemExit, match=re.escape(repr(bad))):
+            tool.release(bad, root=clone)
+    assert _git("status", "--porcelain", cwd=clone).stdout == ""  # nothing touched
+
+    done = _release(clone, new)  # the one command, as a maintainer types it
+    assert done.returncode == 0, done.stderr
+    assert _version_in(clone) == (new, new)
+    assert f"git tag v{new}" in done.stdout and "git push" in done.stdout
+    assert _git("tag", "--list", cwd=clone).stdout == ""  # it prints the git commands; it runs none
+    for path in sorted((clone / "notebooks").glob("*.ipynb")):
+        cells = nbformat.read(path, as_version=4).cells
+        links = NOTEBOOK_LINK.findall(cells[0].source)
+        assert links and {(where, ref) for where, ref, _ in links} == {(OWNER_AND_NAME, f"v{new}")}, path.name
+        setup = next(cell for cell in cells if cell.get("id") == tool.SETUP_ID)
+        assert _assigned(setup.source, "repository", "tag") == (REPOSITORY, f"v{new}")
+    readme = (clone / "README.md").read_text()
+    assert {ref for _, ref, _ in NOTEBOOK_LINK.findall(readme)} == {f"v{new}"}
+    # the clone's own tool, run afresh on its rewritten helpers/course.py, finds every file current
+    check = [
+        sys.executable,
+        "scripts/colab_cells.py",
+        "--check",
+        "README.md",
+        "notebooks/00_devices_and_tensors.ipynb",
+    ]
+    assert subprocess.run(check, cwd=clone, capture_output=True).returncode == 0
+
+    with pytest.raises(SystemExit, match="git status"):  # the release's own changes, not committed yet
+        tool.release("9.8.8", root=clone)
+    assert _version_in(clone) == (new, new)
+
+    _git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", f"Release v{new}", cwd=clone)
+    _git("tag", f"v{new}", cwd=clone)
+    with pytest.raises(SystemExit, match=f"v{new}"):
+        tool.release(new, root=clone)
