@@ -33,7 +33,7 @@ from torch import nn
 from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
 
 from helpers import _args
-from helpers.devices import as_device
+from helpers.devices import _mps_available, as_device
 
 __all__ = ["CheckpointError", "current_rng_state", "gather_rng_states", "load_checkpoint", "save_checkpoint"]
 
@@ -116,10 +116,14 @@ def _loadable(value: Any, where: str, convert: bool, active: set[int]) -> Any:
 
 
 def current_rng_state() -> dict[str, Any]:
-    """This process's random-number state: torch (CPU and every CUDA GPU), NumPy and Python's ``random``.
+    """This process's random-number state: torch (the CPU, every CUDA GPU, Apple's MPS), NumPy and
+    Python's ``random``.
 
     ``save_checkpoint`` stores it unless it is given ``rng_state=``; under DDP give it
-    ``gather_rng_states()``, so that each rank resumes with its own.
+    ``gather_rng_states()``, so that each rank resumes with its own. The CUDA states
+    (``"cuda"``, one per GPU) are read only where ``torch.cuda.is_available()``, the MPS one
+    (``"mps"``, the Apple GPU's single generator) only where ``torch.backends.mps.is_available()``:
+    elsewhere the calls would raise, and there is no such generator to save.
     """
     name, keys, pos, has_gauss, cached = np.random.get_state()
     state = {
@@ -135,6 +139,8 @@ def current_rng_state() -> dict[str, Any]:
     }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
+    if _mps_available():
+        state["mps"] = torch.mps.get_rng_state()
     return state
 
 
@@ -167,6 +173,7 @@ def _set_rng_state(state: dict[str, Any], path: Path) -> None:
     np.random.set_state((name, keys.cpu().numpy().astype(np.uint32), pos, has_gauss, cached))
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
+    _set_mps_rng_state(state.get("mps"), path)
     saved = state.get("cuda")
     if saved is None:
         return  # written without a GPU: there is no CUDA stream to restore
@@ -181,6 +188,26 @@ def _set_rng_state(state: dict[str, Any], path: Path) -> None:
             "original run, so the resumed run does not repeat it exactly.",
             stacklevel=3,
         )
+
+
+def _set_mps_rng_state(saved: torch.Tensor | None, path: Path) -> None:
+    """Restore the Apple GPU's random state where this machine has MPS; else say it is not restored.
+
+    As for CUDA states: a checkpoint written without MPS (before the state was saved, or on
+    another machine) restores quietly, and an MPS state loaded where there is no MPS is skipped
+    with a warning, since random numbers drawn on the GPU will differ from the original run.
+    """
+    if saved is None:
+        return  # written without MPS, or before checkpoints held its state: nothing to restore
+    if _mps_available():
+        torch.mps.set_rng_state(saved.cpu())  # the state maps to the model's device on loading
+        return
+    warnings.warn(
+        f"{path} holds the random state of an Apple GPU (MPS), and this machine has no MPS: it is not "
+        "restored. Random numbers drawn on the GPU (dropout, augmentation there) differ from the "
+        "original run, so the resumed run does not repeat it exactly.",
+        stacklevel=4,
+    )
 
 
 # ---- writing ----

@@ -26,6 +26,7 @@ from helpers.checkpoint import CheckpointError, current_rng_state, load_checkpoi
 from helpers.models import CifarNet, SimpleModel
 
 FIXTURE = Path(__file__).parent / "fixtures" / "gpu_checkpoint.pt"
+requires_mps = pytest.mark.skipif(not torch.backends.mps.is_available(), reason="needs Apple silicon (MPS)")
 
 
 def _data():
@@ -167,8 +168,8 @@ def test_optimizer_requested_but_not_saved(tmp_path):
 
 def test_data_parallel_checkpoints_load_into_plain_models_and_back(tmp_path):
     wrapped = nn.DataParallel(SimpleModel())  # on a CPU-only machine it simply calls the module
-    # With exactly one visible GPU, DataParallel moves the module to cuda:0 as it is built (the H100
-    # run of 2026-11-22 failed here by comparing across devices): compare on the CPU.
+    # With exactly one visible GPU, DataParallel moves the module to cuda:0 as it is built, so a
+    # comparison with tensors made here would cross devices: compare on the CPU.
     expected = torch.device("cuda", 0) if torch.cuda.device_count() == 1 else torch.device("cpu")
     assert wrapped.module.fc.weight.device == expected
     save_checkpoint(tmp_path / "dp.pt", wrapped, None, epoch=1)
@@ -494,30 +495,34 @@ _FILL_UP = """
 import resource, signal, sys, torch
 from helpers.checkpoint import save_checkpoint
 from helpers.models import SimpleModel
-path, first = sys.argv[1], sys.argv[2] == "1"
-if first:
-    save_checkpoint(path, SimpleModel(), None, epoch=1)
+with_previous, without = sys.argv[1:]
+save_checkpoint(with_previous, SimpleModel(), None, epoch=1)
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG) instead of killing
 resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
-try:
-    save_checkpoint(path, SimpleModel(), None, epoch=2, big=torch.zeros(1_000_000))
-except OSError as error:
-    print("OSError:", error)
+for path in (with_previous, without):
+    try:
+        save_checkpoint(path, SimpleModel(), None, epoch=2, big=torch.zeros(1_000_000))
+    except OSError as error:
+        print("OSError:", " ".join(str(error).split()))
+    else:
+        print("saved")
 """
 
 
 @pytest.mark.skipif(not hasattr(os, "fork") or sys.platform == "darwin", reason="RLIMIT_FSIZE as on Linux")
-@pytest.mark.parametrize("previous", [True, False])
-def test_a_write_that_fails_for_space_says_so_and_keeps_the_previous(tmp_path, previous):
-    path = tmp_path / "ckpt.pt"
-    output = _child(_FILL_UP, path, "1" if previous else "0").communicate(timeout=120)[0]
-    assert "OSError: save_checkpoint could not write" in output, output
-    assert "enforce fail" not in output.split("(The error:")[0], "the message leads with what happened"
-    if previous:
-        assert "the previous checkpoint is intact" in output
-        assert load_checkpoint(path, SimpleModel())[0] == 1 and os.listdir(tmp_path) == ["ckpt.pt"]
-    else:
-        assert "nothing was written there" in output and os.listdir(tmp_path) == []
+def test_a_write_that_fails_for_space_says_so_and_keeps_the_previous(tmp_path):
+    previous, none = tmp_path / "previous", tmp_path / "none"
+    for folder in (previous, none):
+        folder.mkdir()
+    output = _child(_FILL_UP, previous / "ckpt.pt", none / "ckpt.pt").communicate(timeout=120)[0]
+    lines = [line for line in output.splitlines() if line.startswith(("OSError:", "saved"))]
+    assert [line[:40] for line in lines] == ["OSError: save_checkpoint could not write"] * 2, output
+    leads = [line.split("(The error:")[0] for line in lines]
+    assert not any("enforce fail" in lead for lead in leads), "the message leads with what happened"
+    assert "the previous checkpoint is intact" in lines[0] and "nothing was written there" in lines[1]
+    assert load_checkpoint(previous / "ckpt.pt", SimpleModel())[0] == 1
+    assert os.listdir(previous) == ["ckpt.pt"]
+    assert os.listdir(none) == []
 
 
 @pytest.fixture
@@ -759,6 +764,62 @@ def test_a_checkpoint_without_cuda_state_restores_quietly(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         load_checkpoint(tmp_path / "c.pt", SimpleModel())
+
+
+def test_the_mps_random_state_is_read_only_where_mps_is_available(monkeypatch):
+    state = current_rng_state()
+    assert ("mps" in state) == torch.backends.mps.is_available()
+    if not torch.backends.mps.is_built():  # say MPS is there: the state is read, and without MPS it raises
+        monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+        with pytest.raises(RuntimeError, match="MPS"):
+            current_rng_state()
+
+
+def test_a_checkpoint_without_an_mps_state_loads_quietly(tmp_path):
+    # as every checkpoint written before the MPS state was saved, or on a machine without MPS
+    torch.manual_seed(3)
+    state = {key: value for key, value in current_rng_state().items() if key != "mps"}
+    expected = torch.rand(4)
+    save_checkpoint(tmp_path / "c.pt", SimpleModel(), None, epoch=1, rng_state=state)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_checkpoint(FIXTURE, SimpleModel())  # the repository's fixture, written before too
+        torch.manual_seed(99)
+        load_checkpoint(tmp_path / "c.pt", SimpleModel())
+    assert torch.equal(torch.rand(4), expected)  # the CPU stream is restored all the same
+
+
+@pytest.mark.skipif(torch.backends.mps.is_available(), reason="this machine has MPS")
+def test_an_mps_random_state_is_skipped_and_reported_where_there_is_no_mps(tmp_path):
+    torch.manual_seed(5)
+    expected = torch.rand(4)
+    torch.manual_seed(5)
+    state = current_rng_state() | {"mps": torch.zeros(44, dtype=torch.uint8)}  # as a Mac writes it
+    save_checkpoint(tmp_path / "c.pt", SimpleModel(), None, epoch=1, rng_state=state)
+    torch.manual_seed(99)
+    with pytest.warns(
+        UserWarning, match=r"random state of an Apple GPU \(MPS\), and this machine has no MPS"
+    ):
+        load_checkpoint(tmp_path / "c.pt", SimpleModel())
+    assert torch.equal(torch.rand(4), expected)  # everything else is restored
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_checkpoint(tmp_path / "c.pt", SimpleModel(), restore_rng=False)
+
+
+@requires_mps
+def test_on_an_apple_gpu_the_mps_random_stream_resumes(tmp_path):
+    model = SimpleModel().to("mps")
+    torch.manual_seed(7)
+    save_checkpoint(tmp_path / "c.pt", model, None, epoch=1)
+    expected = torch.rand(4, device="mps").cpu()
+    torch.manual_seed(12345)
+    load_checkpoint(tmp_path / "c.pt", model)  # maps the state to mps, as the model lives there
+    assert torch.equal(torch.rand(4, device="mps").cpu(), expected)
 
 
 def test_per_rank_random_states_restore_each_ranks_own(tmp_path):
