@@ -92,7 +92,7 @@ test-torch:
 	sed -e 's/^torch==.*/torch==$(TORCH)/' -e 's/^torchvision==.*/torchvision==$(TORCHVISION)/' \
 		$(REQUIREMENTS) > $(TORCH_VENV)/requirements.txt
 	$(TORCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
-		-r $(TORCH_VENV)/requirements.txt -e .
+		-r $(TORCH_VENV)/requirements.txt "setuptools>=77" -e .
 	$(TORCH_VENV)/bin/python -c 'import torch, torchvision; torchvision.ops.nms(torch.zeros(1, 4), \
 		torch.ones(1), 0.5); print("torch", torch.__version__, "torchvision", torchvision.__version__)'
 	COURSE_QUICK=1 $(TORCH_VENV)/bin/python -m pytest tests notebooks --ignore=tests/test_browser.py \
