@@ -322,6 +322,13 @@ def _colours(g: torch.Generator, kinds: torch.Tensor) -> torch.Tensor:
     return value.unsqueeze(-1) * (1 - saturation.unsqueeze(-1) * torch.minimum(k, 4 - k).clamp(0, 1))
 
 
+def _one_draw_each(odds: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """One index per row of ``odds`` (n, k), drawn with those odds: the draws of the pinned PyTorch's
+    ``torch.multinomial(odds, 1)``, spelt out because PyTorch 2.6 draws others from the same generator."""
+    uniform = torch.rand(odds.shape, generator=g, dtype=torch.float64)
+    return (odds / (-torch.log1p(-uniform)).float()).argmax(-1)
+
+
 def _any_colours(g: torch.Generator, *shape: int) -> torch.Tensor:
     return _colours(g, torch.zeros(shape, dtype=torch.long))
 
@@ -399,7 +406,7 @@ def _draw_scenes(n: int, g: torch.Generator, v: _Variation) -> tuple[torch.Tenso
     shapes = torch.cat([clutter, object_shapes, occluder], 1)
     colours = torch.cat([_any_colours(g, n, v.clutter), object_colours, _any_colours(g, n, 1)], 1)
     # the background: a scene that suits the class more often than not
-    scene = _SCENES[torch.multinomial(_SCENE_ODDS[labels], 1, generator=g)[:, 0]]
+    scene = _SCENES[_one_draw_each(_SCENE_ODDS[labels], g)]
     mix = _uniform(g, n, 2, 1, low=v.scene_mix[0], high=v.scene_mix[1])
     background = torch.lerp(scene[:, :6].view(n, 2, 3), _any_colours(g, n, 2), mix)
     horizon = torch.rand(n, 1, generator=g) < scene[:, 6:7]

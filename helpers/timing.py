@@ -11,6 +11,8 @@ waits for Apple's MPS only from PyTorch 2.9, and the course allows 2.6.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import logging
 import math
@@ -54,8 +56,9 @@ def _import_benchmark():
     log = logging.getLogger("torch.utils.cpp_extension")
     level = log.level
     log.setLevel(logging.ERROR)
-    try:
-        from torch.utils import benchmark
+    try:  # PyTorch 2.6 prints the note to stderr instead of logging it
+        with contextlib.redirect_stderr(io.StringIO()):
+            from torch.utils import benchmark
     finally:
         log.setLevel(level)
     return benchmark
@@ -102,8 +105,10 @@ def _wait_for(device_type: str) -> Callable[[torch.device], Any] | None:
     if device_type == "mps":
         return _wait_for_mps
     accel = getattr(torch, "accelerator", None)
-    if accel is not None and hasattr(accel, "synchronize") and hasattr(accel, "current_accelerator"):
-        current = accel.current_accelerator()
+    needed = ("synchronize", "current_accelerator", "is_available")
+    if accel is not None and all(hasattr(accel, name) for name in needed):
+        # PyTorch 2.6's current_accelerator() raises where there is no accelerator: ask first.
+        current = accel.current_accelerator() if accel.is_available() else None
         if current is not None and current.type == device_type:
             return accel.synchronize
     module = getattr(torch, device_type, None)
