@@ -28,6 +28,5 @@ def launch_args(nnodes, gpus_per_node, endpoint, job_id):
         f"--rdzv-id={job_id}",
         "--rdzv-backend=c10d",
         f"--rdzv-endpoint={endpoint}",
-        "-m",
-        "helpers.ddp",
+        "ddp_train.py",
     ]

@@ -230,15 +230,14 @@ def _pairs(nnodes, gpus_per_node, endpoint, job_id):
         "c10d",
         "--rdzv_endpoint",
         endpoint,
-        "-m",
-        "helpers.ddp",
+        "ddp_train.py",
     ]
 
 
 def _split(nnodes, gpus_per_node, endpoint, job_id):
     line = (
         f"--nnodes={nnodes}:{nnodes} --nproc-per-node={gpus_per_node} --max-restarts=3 --rdzv-backend=c10d "
-        f"--rdzv-endpoint={endpoint} --rdzv-id={job_id} -m helpers.ddp --epochs 2"
+        f"--rdzv-endpoint={endpoint} --rdzv-id={job_id} notebooks/ddp_train.py --epochs 2"
     )
     return line.split()
 
@@ -247,8 +246,7 @@ def _static(nnodes, gpus_per_node, endpoint, job_id):
     host, port = endpoint.split(":")
     return [f"--nnodes={nnodes}", f"--nproc-per-node={gpus_per_node}", f"--master-addr={host}"] + [
         f"--master-port={port}",
-        "-m",
-        "helpers.ddp",
+        "ddp_train.py",
     ]
 
 
@@ -263,7 +261,12 @@ LAUNCH_RIGHT = {
 
 LAUNCH_WRONG = [
     ("standalone", _args(lambda a: ["--standalone", *a]), "--standalone is for one machine"),
-    ("a script path", _args(lambda a: [*a[:-2], "helpers/ddp.py"]), "not started as the module helpers.ddp"),
+    (
+        "the old module",
+        _args(lambda a: [*a[:-1], "-m", "helpers.ddp"]),
+        "do not end with the script ddp_train.py",
+    ),
+    ("another script", _args(lambda a: [*a[:-1], "train.py"]), "do not end with the script ddp_train.py"),
     ("one string", _args(lambda a: " ".join(a)), "returned one string"),
     ("with torchrun", _args(lambda a: ["torchrun", *a]), "starts with the word 'torchrun'"),
     ("no rdzv-id", _without("--rdzv-id"), "--rdzv-id is"),

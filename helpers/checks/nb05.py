@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -193,8 +194,8 @@ def check_launch_args(launch_args: Callable) -> str:
             f"torchrun cannot parse these arguments: {short(' '.join(answer), 80)}",
             "use torchrun's own options",
         )
-    if not parsed.module or parsed.training_script != "helpers.ddp":
-        fail("the script is not started as the module helpers.ddp", "end with '-m', 'helpers.ddp'")
+    if parsed.module or Path(parsed.training_script).name != "ddp_train.py":
+        fail("the arguments do not end with the script ddp_train.py", "end with 'ddp_train.py'")
     problems = []
     if not _nnodes(parsed.nnodes, 2):
         problems.append(f"--nnodes is {short(parsed.nnodes, 10)}, not 2")

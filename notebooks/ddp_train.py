@@ -1,0 +1,173 @@
+"""Train CifarNet on CIFAR-10 with DistributedDataParallel: the script every torchrun process runs.
+
+Notebook 05 reads it part by part. On one machine, launch it with
+
+    torchrun --standalone --nproc-per-node=2 ddp_train.py --epochs 2
+
+torchrun starts the processes and gives each one RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
+MASTER_ADDR and MASTER_PORT in its environment. The same file runs on a laptop (Gloo, processes on
+the CPU), on one GPU or on eight (NCCL, one process per GPU), and on several machines.
+"""
+
+import argparse
+import contextlib
+import io
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, DistributedSampler
+from torchvision import transforms
+
+from helpers.data import load_cifar10, loader_workers
+from helpers.models import CifarNet
+
+
+def setup():
+    """Read who this process is from torchrun's variables, pick its device, join the process group."""
+    if "RANK" not in os.environ:
+        sys.exit(
+            "ddp_train.py runs under torchrun, which sets RANK, LOCAL_RANK and WORLD_SIZE for each "
+            "process. Launch it with: torchrun --standalone --nproc-per-node=2 ddp_train.py"
+        )
+    rank = int(os.environ["RANK"])  # among all processes, on all machines
+    local_rank = int(os.environ["LOCAL_RANK"])  # on this machine: which GPU to take
+    world_size = int(os.environ["WORLD_SIZE"])
+    local_world_size = int(os.environ["LOCAL_WORLD_SIZE"])
+    if torch.cuda.is_available() and torch.cuda.device_count() >= local_world_size:
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)  # from here on, "cuda" and NCCL mean this process's GPU
+    else:
+        device = torch.device("cpu")  # no GPU of its own: every process on the CPU
+    backend = dist.get_default_backend_for_device(device)  # "nccl" for cuda, "gloo" for cpu
+    # Blocks until all world_size processes have joined. A collective that waits longer than the
+    # default timeout (Gloo 30 minutes, NCCL 10 minutes) raises an error; timeout= changes it.
+    dist.init_process_group(backend, device_id=device if device.type == "cuda" else None)
+    return rank, world_size, local_world_size, device, backend
+
+
+def load_data(args, rank):
+    """The training and test sets; rank 0 loads (and, online, downloads) first, then the others."""
+    normalize = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.5,) * 3, (0.5,) * 3)])
+    if rank != 0:
+        dist.barrier()  # wait until rank 0 has the files on disk
+    quiet = contextlib.nullcontext() if rank == 0 else contextlib.redirect_stdout(io.StringIO())
+    with quiet:  # rank 0 has said which dataset it is
+        trainset = load_cifar10(train=True, transform=normalize, size=args.train_size)
+        testset = load_cifar10(train=False, transform=normalize, size=args.test_size)
+    if rank == 0:
+        dist.barrier()  # let the others read
+    return trainset, testset
+
+
+def evaluate(model, loader, device):
+    """Test accuracy of a plain (not DDP) model: rank 0 alone runs it."""
+    model.eval()
+    right = 0
+    with torch.no_grad():
+        for images, targets in loader:
+            right += (model(images.to(device)).argmax(1).cpu() == targets).sum().item()
+    return right / len(loader.dataset)
+
+
+def save(path, model, epoch, history, world_size, backend):
+    """Rank 0 writes the plain model's weights (no "module." prefix), via a temporary file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    state = {"model": model.state_dict(), "epoch": epoch, "history": history}
+    torch.save({**state, "world_size": world_size, "backend": backend}, temporary)
+    os.replace(temporary, path)  # a crash while writing leaves the previous file whole
+
+
+def train(args, rank, world_size, local_world_size, device, backend):
+    def log(message):
+        if rank == 0:  # one voice: every rank computes the same things
+            print(message, flush=True)
+
+    trainset, testset = load_data(args, rank)
+    sampler = DistributedSampler(trainset, shuffle=True, seed=0)  # this rank's share of the data
+    workers = loader_workers(device, processes=local_world_size)
+    pinned = device.type == "cuda"
+    loader = DataLoader(trainset, args.batch_size, sampler=sampler, num_workers=workers, pin_memory=pinned)
+    testloader = DataLoader(testset, batch_size=256, num_workers=workers, pin_memory=pinned)
+
+    torch.manual_seed(0)
+    model = CifarNet().to(device)
+    # DDP copies rank 0's weights to every rank now, and averages the gradients in each backward
+    ddp_model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    global_batch = args.batch_size * world_size
+    lr = 0.01 * global_batch / 64  # 0.01 for every 64 images of the global batch
+    optimizer = torch.optim.SGD(ddp_model.parameters(), lr=lr, momentum=0.9)
+    criterion = nn.CrossEntropyLoss()
+    log(
+        f"world size {world_size} ({local_world_size} on this machine), backend {backend}, rank 0 on "
+        f"{device}; batch {args.batch_size} per process, {global_batch} per step in all; lr {lr:g}"
+    )
+
+    history = []
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)  # a new shuffle each epoch, the same one on every rank
+        ddp_model.train()
+        start = time.perf_counter()
+        totals = torch.zeros(3, device=device)  # loss sum, right answers, images: this rank's share
+        for step, (images, targets) in enumerate(loader):
+            if args.max_steps is not None and step >= args.max_steps:
+                break
+            images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
+            outputs = ddp_model(images)
+            loss = criterion(outputs, targets)
+            optimizer.zero_grad()
+            loss.backward()  # DDP all-reduces the gradients here: every rank gets their average
+            optimizer.step()  # the same step on every rank: the weights stay identical
+            totals[0] += loss.detach() * len(targets)
+            totals[1] += (outputs.argmax(1) == targets).sum()
+            totals[2] += len(targets)
+        dist.all_reduce(totals)  # sum over the ranks: the metrics of the whole epoch
+        loss_sum, right, seen = totals.tolist()
+        seconds = time.perf_counter() - start
+        if rank == 0:
+            accuracy = evaluate(model, testloader, device)
+            history.append({"epoch": epoch, "train_loss": loss_sum / seen, "test_accuracy": accuracy})
+            save(args.out, model, epoch, history, world_size, backend)
+            log(
+                f"epoch {epoch + 1}: {int(seen):,} images in {seconds:.1f} s, train loss "
+                f"{loss_sum / seen:.3f}, train accuracy {right / seen:.1%}, test accuracy {accuracy:.1%}"
+            )
+        dist.barrier()  # the others wait while rank 0 evaluates and saves
+
+    # Every rank sends its weights to every other (all_gather); rank 0 compares them with its own
+    weights = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    copies = [torch.empty_like(weights) for _ in range(world_size)]
+    dist.all_gather(copies, weights)
+    for other, copy in enumerate(copies):
+        difference = (copy - copies[0]).abs().max().item()
+        log(f"rank {other}/{world_size}: largest weight difference from rank 0 = {difference}")
+    log(f"saved {args.out}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description="Train CifarNet with DistributedDataParallel.")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument(
+        "--batch-size", type=int, default=32, help="per process; the global batch is N times it"
+    )
+    parser.add_argument("--train-size", type=int, default=None, help="first images of the training set")
+    parser.add_argument("--test-size", type=int, default=None, help="first images of the test set")
+    parser.add_argument("--max-steps", type=int, default=None, help="at most this many steps per epoch")
+    parser.add_argument("--out", type=Path, default=Path("checkpoints/ddp.pt"), help="rank 0 writes it")
+    args = parser.parse_args()
+
+    rank, world_size, local_world_size, device, backend = setup()
+    try:
+        train(args, rank, world_size, local_world_size, device, backend)
+    finally:
+        dist.destroy_process_group()  # leave the group, also when training failed
+
+
+if __name__ == "__main__":
+    main()
