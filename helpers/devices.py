@@ -414,7 +414,7 @@ class FreshProcessGPUs:
 
     usable: int  # GPUs a tensor could be made on: cuda:0, cuda:1, ... until the first failure
     default_device: str | None  # where torch.zeros(1, device="cuda") landed; None if it failed
-    device_count_before: int  # torch.cuda.device_count() before the first allocation
+    device_count_before: int  # torch.cuda.device_count() before PyTorch's CUDA state is set up
     device_count_after: int  # ... and after it
     error: str | None  # the first line of the error that stopped the allocations, if any
 
@@ -486,7 +486,9 @@ def gpus_in_fresh_process(
     NVML and starts nothing). Then the process makes a one-number tensor on ``"cuda"`` and on
     ``cuda:0``, ``cuda:1``, ... until one fails: ``usable`` is how many worked. It also reports
     ``torch.cuda.device_count()`` before and after: until PyTorch's own CUDA state is set up (by the
-    first allocation), ``device_count()`` counts from the variable as it is *now*, so after a late
+    first call that needs the GPU: a first tensor there, ``current_device()``,
+    ``get_device_properties()``, ``set_device()``; not ``device_count()`` or ``is_available()``),
+    ``device_count()`` counts from the variable as it is *now*, so after a late
     change it can disagree with what CUDA has. The caller's variables, ``CUDA_VISIBLE_DEVICES``
     included, are inherited unless ``env`` overrides them. Introduced in ``04_data_parallel``.
     """

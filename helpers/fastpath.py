@@ -76,7 +76,8 @@ def dataset_tensors(
     ``dataset`` needs ``data`` (a uint8 array (N, H, W, 3), as ``torchvision.datasets.CIFAR10`` and
     ``helpers.data.load_cifar10`` have) and ``targets``. The images are converted as
     ``transforms.ToTensor()`` converts each one (channels first, divided by 255), so the values are
-    identical to what the per-sample pipeline produces; the conversion runs once, on the device.
+    identical to what the per-sample pipeline produces. The conversion runs once, on the host; the
+    finished tensors are then copied to ``device`` in one go (one blocking copy each).
     """
     missing = [name for name in ("data", "targets") if not hasattr(dataset, name)]
     if missing:
@@ -432,14 +433,19 @@ def train_epoch(
     Before each step ``schedule.apply(optimizer, first_step + i)`` (if a ``schedule`` is given)
     sets the learning rate of that step (pass ``first_step=epoch * len(loader)``). With a
     ``scaler`` the loss is scaled before ``backward()`` and ``scaler.step`` skips a step whose
-    gradients overflowed. Batches are moved to ``device`` with
-    ``non_blocking`` (which overlaps the copy with the GPU's work when the loader pins memory).
+    gradients overflowed. Use a fused optimizer with a scaler (``sgd(..., fused=True)``): with any
+    other, ``scaler.step`` reads the overflow flag back from the GPU at every step (``.item()``), a
+    hidden wait for the queue. Batches are moved to ``device`` with ``non_blocking``: from pinned
+    memory such a copy returns at once, which frees Python to queue the next work; on the same
+    stream the copy still runs in order with the kernels, not during them (that needs a second
+    CUDA stream). From pageable memory every copy waits for the queue.
 
     ``loss_step`` (a callable ``(inputs, targets) -> (loss, right answers)`` built around ``model``,
     compiled or not) replaces ``model``, ``loss_fn`` and the count, run one after the other.
 
-    Nothing is read back from the device until the epoch ends: then the loss, the accuracy and a
-    check that the loss stayed finite come back in one transfer. A NaN or infinite loss raises
+    Nothing is read back from the device until the epoch ends (with a scaler: if the optimizer is
+    fused): then the loss, the accuracy and a check that the loss stayed finite come back in one
+    transfer. A NaN or infinite loss raises
     ``FloatingPointError`` at the end of the epoch; with a scaler such losses are counted instead
     (the scaler skipped those steps), and only weights that became NaN or infinite raise.
     """

@@ -150,8 +150,9 @@ def largest_batch_that_fits(step: Callable[[int], object], low: int, high: int) 
     out of memory, found by bisection (about log2(high - low) calls), or ``None`` if ``low`` does not fit.
 
     ``step`` should do what training does at that batch size (forward, backward, optimizer step).
-    Only ``torch.cuda.OutOfMemoryError`` means "does not fit"; any other error is a bug in ``step``
-    and is raised as it is. It assumes what fits is monotone: if a batch fits, every smaller one does.
+    Only ``torch.OutOfMemoryError`` (the same class as ``torch.cuda.OutOfMemoryError``) means "does
+    not fit"; any other error is a bug in ``step`` and is raised as it is. It assumes what fits is
+    monotone: if a batch fits, every smaller one does.
     """
     if (
         isinstance(low, bool)
@@ -168,7 +169,7 @@ def largest_batch_that_fits(step: Callable[[int], object], low: int, high: int) 
     def fits(batch_size: int) -> bool:
         try:
             step(batch_size)
-        except torch.cuda.OutOfMemoryError:
+        except torch.OutOfMemoryError:
             return False  # leaving the except block drops the error and its frames, and their tensors
         return True
 

@@ -255,10 +255,12 @@ def train_one_epoch(
 
     Each batch ``(inputs, targets)`` is moved to ``device``; the model must already be there.
     Loss and correct predictions are summed on the device and read back once at the end, so the
-    loop does not wait for the GPU at every step. With a TensorBoard ``writer``, the batch loss is
-    logged as ``train/batch_loss`` every ``log_every`` steps (the global step counts from
-    ``epoch * len(loader)``) and the epoch's means as ``train/loss`` and ``train/accuracy``.
-    The mean loss is per sample, for ``reduction='mean'`` and ``'sum'`` alike.
+    loop adds no ``.item()`` wait of its own at each step (a plain copy of a batch from pageable
+    memory still waits for the GPU, unless the loader pins memory and ``non_blocking=True``). With a
+    TensorBoard ``writer``, the batch loss is logged as ``train/batch_loss`` every ``log_every``
+    steps (the global step counts from ``epoch * len(loader)``) and the epoch's means as
+    ``train/loss`` and ``train/accuracy``. The mean loss is per sample, for ``reduction='mean'``
+    and ``'sum'`` alike.
 
     Stops with an error before the first step if ``optimizer`` holds none of ``model``'s
     parameters (it was made for an earlier instance of the model), and with a
@@ -299,7 +301,7 @@ def train_one_epoch(
         good_steps.add_(finite)
         seen += targets.size(0)
         if step % log_every == 0:
-            batch_loss = loss.item()  # one wait for the GPU every log_every steps, not every step
+            batch_loss = loss.item()  # one extra wait for the GPU every log_every steps
             if not finite.item():
                 raise _non_finite(epoch, int(good_steps.item()), steps_per_epoch)
             bar.set_postfix(loss=f"{batch_loss:.3f}")

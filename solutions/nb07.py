@@ -38,7 +38,7 @@ def largest_batch(fits, low, high):
     def fits_in_memory(n):
         try:
             fits(n)
-        except torch.cuda.OutOfMemoryError:  # any other error is a bug and goes through
+        except torch.OutOfMemoryError:  # any other error is a bug and goes through
             return False
         return True
 

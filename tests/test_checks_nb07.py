@@ -2,7 +2,7 @@
 
 ``state_bytes`` and ``accumulated_step`` run on the CPU, on ``meta`` standing in for a GPU and, on
 a machine with one, on the GPU; ``largest_batch`` runs against simulated ``fits`` functions that
-raise a real ``torch.cuda.OutOfMemoryError``: these tests give the same verdicts on every machine.
+raise a real ``torch.OutOfMemoryError``: these tests give the same verdicts on every machine.
 """
 
 import bisect
@@ -25,8 +25,8 @@ from helpers.checks.nb07 import (
 )
 from solutions import nb07 as solution
 
-# torch.cuda.OutOfMemoryError under the name that newer PyTorch gives it at the top, where it has it
-OUT_OF_MEMORY = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
+# the name the notebook teaches; torch.cuda.OutOfMemoryError is the same class
+OUT_OF_MEMORY = torch.OutOfMemoryError
 
 # ---- exercise 1: state_bytes ----
 
@@ -418,9 +418,8 @@ def test_accumulated_step_leaves_the_random_numbers_alone():
 
 def test_the_out_of_memory_error_is_the_real_one():
     error = out_of_memory_error(512)
-    assert type(error) is torch.cuda.OutOfMemoryError and isinstance(error, RuntimeError)
-    if hasattr(torch, "OutOfMemoryError"):  # torch >= 2.5 names the same class at the top
-        assert torch.OutOfMemoryError is torch.cuda.OutOfMemoryError
+    assert type(error) is torch.OutOfMemoryError and isinstance(error, RuntimeError)
+    assert torch.OutOfMemoryError is torch.cuda.OutOfMemoryError  # one class, two names
     assert str(error).startswith(
         "CUDA out of memory. Tried to allocate 1024.00 MiB. GPU 0 has a total capacity"
     )
@@ -482,7 +481,7 @@ def _first_failure_search(fits, low, high):
     return lo - 1 if lo > low else None
 
 
-def _search_with(*, check_low=True, catch=torch.cuda.OutOfMemoryError, result=lambda low: low, middle=None):
+def _search_with(*, check_low=True, catch=torch.OutOfMemoryError, result=lambda low: low, middle=None):
     """The reference with one mistake: no check of low, another except, another result."""
 
     def largest_batch(fits, low, high):
@@ -612,7 +611,7 @@ def _bare_except(fits, low, high):
 
 SEARCH_RIGHT = {
     "reference": solution.largest_batch,
-    "torch.OutOfMemoryError": _search_with(catch=OUT_OF_MEMORY),
+    "torch.cuda.OutOfMemoryError": _search_with(catch=torch.cuda.OutOfMemoryError),
     "by the message, empty_cache": _by_message,
     "bisect": _bisect,
     "the first failure, minus one": _first_failure_search,

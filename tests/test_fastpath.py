@@ -548,6 +548,7 @@ def test_06s_fp16_cell_runs_its_t4_branch(capsys):
         "Tudui": Tudui,
         "Autocast": Autocast,
         "grad_scaler": grad_scaler,
+        "sgd": sgd,
         "device": torch.device("cpu"),
         "on_gpu": True,  # as on a T4
         "use_bf16": False,
@@ -560,3 +561,41 @@ def test_06s_fp16_cell_runs_its_t4_branch(capsys):
         printed.startswith("fp16 autocast with a GradScaler: ") and "x float32 with channels_last" in printed
     )
     assert scope["stats"].samples == 512 and scope["fp16_speed"] > 0
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_a_scaler_reads_the_overflow_flag_back_at_every_step_unless_the_optimizer_is_fused(
+    fused, monkeypatch
+):
+    # 06-24a says it and 06-24c trains with a fused optimizer for it: GradScaler.step calls .item() on
+    # the overflow flag for a plain optimizer (a wait for the GPU there), and none for a fused one
+    torch.manual_seed(0)
+    model = Tudui()
+    optimizer, kind = sgd(model.parameters(), lr=0.01, fused=fused)
+    if fused and kind != "fused":
+        pytest.skip(f"no fused SGD on this torch's CPU: {kind}")
+    images, labels = torch.rand(64, 3, 32, 32), torch.randint(0, 10, (64,))
+    loader = DeviceLoader(images, labels, batch_size=16)
+    scaler = grad_scaler("cpu")
+    reads, stepping = [], []
+    item, step = torch.Tensor.item, scaler.step
+    monkeypatch.setattr(
+        torch.Tensor, "item", lambda t: (reads.append(t.shape) if stepping else None) or item(t)
+    )
+    monkeypatch.setattr(
+        scaler, "step", lambda *a, **k: stepping.append(1) or step(*a, **k) or stepping.clear()
+    )
+    stats = train_epoch(Autocast(model, torch.float16), loader, optimizer, "cpu", scaler=scaler)
+    monkeypatch.undo()
+    assert stats.steps == 4
+    assert len(reads) == (0 if fused else stats.steps), reads  # reads made inside scaler.step
+
+
+def test_dataset_tensors_converts_on_the_host_as_its_docstring_says():
+    assert "once, on the host" in dataset_tensors.__doc__
+    assert "on the device" not in dataset_tensors.__doc__.split("ToTensor")[-1]
+
+
+def test_train_epoch_does_not_claim_that_non_blocking_overlaps_copies_with_compute():
+    doc = " ".join(train_epoch.__doc__.split())
+    assert "overlaps the copy" not in doc and "second CUDA stream" in doc

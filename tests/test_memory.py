@@ -138,7 +138,7 @@ def _oom_above(limit, calls):
     def step(batch_size):
         calls.append(batch_size)
         if limit is None or batch_size > limit:
-            raise torch.cuda.OutOfMemoryError(f"CUDA out of memory. Tried to allocate {batch_size} MiB.")
+            raise torch.OutOfMemoryError(f"CUDA out of memory. Tried to allocate {batch_size} MiB.")
 
     return step
 
@@ -161,6 +161,14 @@ def test_largest_batch_that_fits_finds_the_limit_by_bisection(low, high, limit, 
     assert largest_batch_that_fits(_oom_above(limit, calls), low, high) == expected
     assert all(low <= b <= high for b in calls)
     assert len(calls) <= math.ceil(math.log2(high - low + 1)) + 1
+
+
+def test_largest_batch_that_fits_catches_the_error_under_its_older_name():
+    def step(batch_size):
+        if batch_size > 100:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory.")  # the same class, older name
+
+    assert largest_batch_that_fits(step, 1, 1000) == 100
 
 
 def test_largest_batch_that_fits_lets_other_errors_through():

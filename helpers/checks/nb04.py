@@ -178,7 +178,7 @@ def check_visible_gpus_env(visible_gpus_env: Callable) -> str:
             fail("some names in the dict are not strings", "name each variable with a string")
         if "CUDA_VISIBLE_DEVICE" in answer:
             fail(
-                "CUDA_VISIBLE_DEVICE is read by nothing (seed 001's typo)",
+                "CUDA_VISIBLE_DEVICE, without the final S, is read by nothing",
                 "the variable is CUDA_VISIBLE_DEVICES",
             )
         extra = sorted(set(answer) - _KEPT)

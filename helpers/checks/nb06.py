@@ -1,13 +1,14 @@
 """Checks for the "Try it yourself" exercises of ``06_performance``.
 
-1. ``check_time_per_call``: a timing function that waits for the device (seed 000's ``time.time()``
-   loop, fixed). It is run against a simulated asynchronous device on a simulated clock: each call
-   queues work and returns at once, as a CUDA kernel launch does, and ``synchronize()`` waits until
-   the queue is empty. While the learner's function runs, ``time.perf_counter``, ``time.time``,
-   ``time.monotonic`` (and their ``_ns`` forms) and ``timeit.default_timer`` read the simulated
-   clock, so the check knows exactly what was measured, on any machine and however busy it is;
-   ``time.process_time`` reads the simulated time this process computed, which does not grow while
-   it waits. Then it times a real computation on this machine's device.
+1. ``check_time_per_call``: a timing function that waits for the device (the tutorial's
+   ``time.time()`` clock, with the waits it needs). It is run against a simulated asynchronous
+   device on a simulated clock: each call queues work and returns at once, as a CUDA kernel launch
+   does, and ``synchronize()`` waits until the queue is empty. While the learner's function runs,
+   ``time.perf_counter``, ``time.time``, ``time.monotonic`` (and their ``_ns`` forms) and
+   ``timeit.default_timer`` read the simulated clock, so the check knows exactly what was measured,
+   on any machine and however busy it is; ``time.process_time`` reads the simulated time this
+   process computed, which does not grow while it waits. Then it times a real computation on this
+   machine's device.
 2. ``check_device_batches``: a batch iterator over tensors that stay on the device, run on CPU
    tensors (content), on ``meta`` tensors standing in for a GPU (nothing may be read back, a CPU
    generator cannot draw there) and on this machine's GPU when it has one.

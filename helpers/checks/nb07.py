@@ -14,7 +14,7 @@
    calls of ``optimizer.step()`` with a step hook, and works out from the change of the weights
    which gradient the update used. On ``meta`` only the pieces, devices and the update count.
 3. ``check_largest_batch``: the largest batch that fits, found by a binary search over ``fits``
-   functions that raise a real ``torch.cuda.OutOfMemoryError`` above a hidden size, and two that
+   functions that raise a real ``torch.OutOfMemoryError`` above a hidden size, and two that
    raise another error, which must come through unchanged.
 """
 
@@ -679,13 +679,14 @@ _OUT_OF_MEMORY = (
     "use. Of the allocated memory 14.91 GiB is allocated by PyTorch, and 301.52 MiB is reserved by "
     "PyTorch but unallocated. If reserved but unallocated memory is large try setting "
     "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for "
-    "Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+    "Memory Management  (https://docs.pytorch.org/docs/stable/notes/cuda.html"
+    "#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)"
 )
 
 
-def out_of_memory_error(n: int) -> torch.cuda.OutOfMemoryError:
-    """A real ``torch.cuda.OutOfMemoryError``, worded as CUDA words it, for a batch of ``n``."""
-    return torch.cuda.OutOfMemoryError(_OUT_OF_MEMORY.format(mib=2.0 * n, free=n % 97 + 0.5))
+def out_of_memory_error(n: int) -> torch.OutOfMemoryError:
+    """A real ``torch.OutOfMemoryError``, worded as CUDA words it, for a batch of ``n``."""
+    return torch.OutOfMemoryError(_OUT_OF_MEMORY.format(mib=2.0 * n, free=n % 97 + 0.5))
 
 
 @dataclass(frozen=True)
@@ -763,7 +764,7 @@ def _search(largest_batch: Callable, search: Search) -> tuple[Any, list[Any]]:
                 f"largest_batch called fits over {len(calls) - 1} times and did not stop {given}",
                 "narrow the range at every call, so that the search ends",
             )
-        if isinstance(error.error, torch.cuda.OutOfMemoryError):
+        if isinstance(error.error, torch.OutOfMemoryError):
             if search.answer is None:
                 fail(
                     "largest_batch let the out-of-memory error through when not even low "
@@ -772,7 +773,7 @@ def _search(largest_batch: Callable, search: Search) -> tuple[Any, list[Any]]:
                 )
             fail(
                 "largest_batch let the out-of-memory error of fits through",
-                "catch torch.cuda.OutOfMemoryError, and take it to mean that the size does not fit",
+                "catch torch.OutOfMemoryError, and take it to mean that the size does not fit",
             )
         if search.other is not None and isinstance(error.error, type(search.other)):
             fail(
@@ -816,7 +817,7 @@ def _check_answer(answer: Any, calls: list[Any], search: Search) -> None:
         caught = "RuntimeError" if name == "RuntimeError" else "Exception"
         fail(
             f"largest_batch took the {name} that fits raised for running out of memory",
-            f"catch only torch.cuda.OutOfMemoryError, not {caught}, and let other errors through",
+            f"catch only torch.OutOfMemoryError, not {caught}, and let other errors through",
             [f"fits raised {name}: {short(search.other, 100)}", *detail],
         )
     if answer is None:
