@@ -82,7 +82,7 @@ test: setup
 		--nbval-lax --nbval-current-env --nbval-cell-timeout=600 -p no:cacheprovider
 
 # `make test-torch TORCH=2.6.0 TORCHVISION=0.21.0`: requirements.txt with that torch and torchvision, in
-# .venv-torch-<TORCH>, then the unit tests and every notebook in quick mode (not test_browser.py: `make lab`).
+# .venv-torch-<TORCH>, then the unit tests and every notebook in quick mode (not the browser tests: `make lab`).
 TORCH_VENV = .venv-torch-$(TORCH)
 .PHONY: test-torch
 test-torch:
@@ -96,7 +96,8 @@ test-torch:
 	$(TORCH_VENV)/bin/python -c 'import torch, torchvision; torchvision.ops.nms(torch.zeros(1, 4), \
 		torch.ones(1), 0.5); print("torch", torch.__version__, "torchvision", torchvision.__version__)'
 	COURSE_QUICK=1 $(TORCH_VENV)/bin/python -m pytest tests notebooks --ignore=tests/test_browser.py \
-		-n $(TEST_WORKERS) --dist loadfile --nbval-lax --nbval-current-env --nbval-cell-timeout=600 \
+		--ignore=tests/test_browser_second_half.py -n $(TEST_WORKERS) --dist loadfile --nbval-lax \
+		--nbval-current-env --nbval-cell-timeout=600 \
 		-p no:cacheprovider
 
 # Training throughput of the tutorial's loop against the fast path of 06_performance, on this

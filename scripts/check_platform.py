@@ -5,7 +5,7 @@
     python3 scripts/check_platform.py --venv .venv
 
 It stops (exit 1, one sentence on stderr) on Python older than 3.11, on macOS older than 14 or on an
-Intel Mac (PyPI has no torch 2.14.1 for them), and on native Windows (use WSL2). With --venv DIR it
+Intel Mac (PyPI has no torch 2.15.0 for them), and on native Windows (use WSL2). With --venv DIR it
 then makes sure DIR holds a working environment: a missing one is created with this Python; one that
 an earlier failed attempt left broken (no bin/python, a python that does not run, no working pip) is
 removed and created again. An environment it did not make (a conda env, a folder with other files)
@@ -70,13 +70,13 @@ def platform_problem(f):
     if system == "Darwin":
         if f["machine"] not in ("arm64", "aarch64"):
             return (
-                "This Mac runs %s code (an Intel Mac, or a Python under Rosetta), and torch 2.14.1 exists "
+                "This Mac runs %s code (an Intel Mac, or a Python under Rosetta), and torch 2.15.0 exists "
                 "only for Apple silicon: use an arm64 Python on an Apple-silicon Mac with macOS 14 or "
                 "newer, Colab, or Linux." % (f["machine"] or "non-arm64")
             )
         if version_tuple(f["macos"] or "0")[0] < MIN_MACOS:
             return (
-                "This is macOS %s, and torch 2.14.1 needs macOS 14 (Sonoma) or newer: update macOS, "
+                "This is macOS %s, and torch 2.15.0 needs macOS 14 (Sonoma) or newer: update macOS, "
                 "or use Colab or Linux." % (f["macos"] or "of unknown version")
             )
     if version_tuple(f["python"])[:2] < MIN_PYTHON:

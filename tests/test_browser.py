@@ -9,6 +9,8 @@ read; the kernels record the size of every figure's text too (`figure_fonts.py`)
 It also checks that `make lab` itself asks nothing about Jupyter news and does not list the lessons'
 `checkpoints/` and `runs/`. Screenshots of the end of each run and of the three screens go to
 `test-output/browser/`, with JupyterLab's log (`lab.log`) and the times and sizes (`summary.txt`).
+This file runs every other notebook; `test_browser_second_half.py` runs the rest, with its own
+JupyterLab and logs, so that `make test`'s two workers share the notebooks.
 Nothing is saved: the notebooks stay as committed. How errors are found is explained in
 `labdriver.py`; the first test shows that the checks do fail on a notebook that raises.
 
@@ -102,10 +104,15 @@ def deadline(chromium):
     return time.monotonic() + TOTAL
 
 
+def _part(request) -> str:
+    """``""`` for this file, ``"-second-half"`` for test_browser_second_half.py: each has its own logs."""
+    return request.module.__name__.removeprefix("test_browser").replace("_", "-")
+
+
 @pytest.fixture(scope="module")
-def summary(chromium):
+def summary(chromium, request):
     OUTPUT.mkdir(parents=True, exist_ok=True)
-    path = OUTPUT / "summary.txt"
+    path = OUTPUT / f"summary{_part(request)}.txt"
     path.write_text("")
 
     def write(line: str) -> None:
@@ -123,8 +130,9 @@ def fonts(chromium, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def lab(chromium, deadline, summary, fonts, tmp_path_factory):
-    server = LabServer(tmp_path_factory.mktemp("lab"), OUTPUT / "lab.log", env=kernel_env(fonts))
+def lab(chromium, deadline, summary, fonts, tmp_path_factory, request):
+    log = OUTPUT / f"lab{_part(request)}.log"
+    server = LabServer(tmp_path_factory.mktemp("lab"), log, env=kernel_env(fonts))
     started = time.monotonic()
     try:
         server.start(timeout=_budget(deadline, STARTUP_TIMEOUT))
@@ -221,8 +229,13 @@ def _figure_px(view, figures) -> list[tuple[float, str]]:
     return shown
 
 
-@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("notebook", NOTEBOOKS[0::2], ids=lambda p: p.name)
 def test_notebook_runs_in_jupyterlab(notebook, lab, browser, deadline, summary, fonts):
+    check_notebook_in_jupyterlab(notebook, lab, browser, deadline, summary, fonts)
+
+
+def check_notebook_in_jupyterlab(notebook, lab, browser, deadline, summary, fonts):
+    """Run ``notebook`` in JupyterLab and check what a class sees (the module's docstring says what)."""
     if not notebook.exists():
         pytest.skip(f"{notebook.name} was removed while the tests ran")
     had_outputs = _has_outputs(notebook)

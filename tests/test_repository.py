@@ -28,7 +28,7 @@ def test_environment_yml_pins_match_requirements():
     environment = _pins((ROOT / "environment.yml").read_text().splitlines())
     assert requirements, "requirements.txt pins nothing"
     assert environment == requirements
-    assert requirements["torch"] == "2.14.1" and requirements["torchvision"] == "0.29.1"
+    assert requirements["torch"] == "2.15.0" and requirements["torchvision"] == "0.29.2"
     assert "python=3.11" in (ROOT / "environment.yml").read_text()
 
 
