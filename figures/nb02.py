@@ -3,13 +3,13 @@ and an optimizer left holding parameters that the model no longer uses."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from matplotlib.figure import Figure
 
-from figures.style import BLUE, FONT, GREY, ORANGE, PURPLE, RED, arrow, box, canvas
+from figures.style import BLUE, FONT, GREY, ORANGE, PURPLE, RED, arrow, box, canvas, label
 
-
-def _label(ax, xy: tuple[float, float], text: str, *, size: int = FONT, mono: bool = True, **kw) -> None:
-    ax.text(*xy, text, ha="center", va="center", fontsize=size, family="monospace" if mono else None, **kw)
+_label = partial(label, mono=True)  # most labels here are code
 
 
 def module_and_tensor() -> Figure:

@@ -5,11 +5,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from figures.style import BLUE, FONT, GREEN, ORANGE, RED, arrow, box, canvas
-
-
-def _label(ax, xy: tuple[float, float], text: str, *, size: int = FONT, mono: bool = False, **kw) -> None:
-    ax.text(*xy, text, ha="center", va="center", fontsize=size, family="monospace" if mono else None, **kw)
+from figures.style import BLUE, FONT, GREEN, ORANGE, RED, arrow, box, canvas, label
 
 
 def way_back() -> Figure:
@@ -27,16 +23,16 @@ def way_back() -> Figure:
     ]
     for x, colour, name, what in steps:
         box(ax, (x, bottom), width, height, "", colour, fill=0.25)
-        _label(ax, (x + width / 2, bottom + height - 0.07), name, mono=True)
-        _label(ax, (x + width / 2, bottom + height / 2 - 0.05), what, size=FONT - 1)
+        label(ax, (x + width / 2, bottom + height - 0.07), name, mono=True)
+        label(ax, (x + width / 2, bottom + height / 2 - 0.05), what, size=FONT - 1)
     middle = bottom + height / 2
     calls = [(".detach()", "no copy"), (".cpu()", "copy"), (".numpy()", "no copy")]
     for (x, *_), (x_next, *_), (call, copies) in zip(steps[:-1], steps[1:], calls, strict=True):
         start, end = x + width + 0.005, x_next - 0.005
         arrow(ax, (start, middle), (end, middle))
         on_white = {"bbox": {"facecolor": "white", "edgecolor": "none", "pad": 1}}
-        _label(ax, ((start + end) / 2, middle + 0.06), call, size=FONT - 1, mono=True, **on_white)
-        _label(ax, ((start + end) / 2, middle - 0.06), copies, size=FONT - 1, **on_white)
+        label(ax, ((start + end) / 2, middle + 0.06), call, size=FONT - 1, mono=True, **on_white)
+        label(ax, ((start + end) / 2, middle - 0.06), copies, size=FONT - 1, **on_white)
 
     errors = [
         ("without .detach():", "RuntimeError: Can't call numpy() on Tensor that requires grad"),

@@ -71,6 +71,13 @@ def arrow(
         ax.text(*middle, text, ha="center", va="bottom", fontsize=size, family="monospace")
 
 
+def label(
+    ax: Axes, xy: tuple[float, float], text: str, *, size: int = FONT, mono: bool = False, **kw
+) -> None:
+    """``text`` centred at ``xy``, in a monospaced font with ``mono`` (for code)."""
+    ax.text(*xy, text, ha="center", va="center", fontsize=size, family="monospace" if mono else None, **kw)
+
+
 def _rgb(colour: str) -> tuple[float, float, float]:
     colour = colour.lstrip("#")
     return tuple(int(colour[i : i + 2], 16) / 255 for i in (0, 2, 4))  # type: ignore[return-value]
