@@ -1,13 +1,10 @@
-"""The size of every text in every figure a notebook draws, for the tests that read them off a projector.
+"""The size of every text in every figure a notebook draws, recorded by its kernel as it draws.
 
-``kernel_env(folder)`` returns the environment variables that make a Jupyter kernel record them: an
-IPython startup file (``IPYTHONDIR``) wraps matplotlib's ``Figure.draw`` and ``Text.draw``, and after
-each figure is drawn, for the inline display or a ``savefig``, appends one JSON line to a file: the
-notebook (``JPY_SESSION_NAME``, which the Jupyter server sets, else ``COURSE_NOTEBOOK``), the size in
-points of each non-empty text matplotlib drew (titles, labels, tick labels, legends, annotations),
-the figure's dpi and, for a figure shown in the notebook, the size in pixels of the PNG shown (so
-that the browser test can find it on the page). ``read(folder)`` gives them back. Nothing in the
-notebooks changes; the kernel only watches.
+``kernel_env(folder)`` gives the variables that make a kernel record them: an IPython startup file wraps
+matplotlib's ``Figure.draw`` and ``Text.draw``, and after each figure is drawn (shown inline or saved)
+appends a JSON line: the notebook (``JPY_SESSION_NAME``, else ``COURSE_NOTEBOOK``), the size in points of
+each text drawn, the dpi and, for a figure shown, the PNG's size in pixels (to find it on the page).
+``read(folder)`` gives them back. The notebooks are not changed.
 """
 
 from __future__ import annotations
@@ -16,26 +13,17 @@ import json
 import os
 from pathlib import Path
 
-__all__ = ["MIN_POINTS", "kernel_env", "read", "too_small"]
-
 MIN_POINTS = 10.0  # the smallest text a figure may have, in points: readable at 1280x720 on a projector
 
 _STARTUP = """
 def _course_record_figure_fonts():
-    import base64
-    import functools
-    import json
-    import os
-    import struct
-
+    import base64, functools, json, os, struct
     import IPython.core.pylabtools as pylabtools
-    import matplotlib.figure
-    import matplotlib.text
+    import matplotlib.figure, matplotlib.text
 
     record = os.environ["COURSE_FIGURE_FONTS"]
     notebook = os.environ.get("JPY_SESSION_NAME") or os.environ.get("COURSE_NOTEBOOK", "")
-    drawing = []  # the texts of the figure being drawn
-    displaying = []  # the figure being turned into an image for the notebook, once drawn
+    drawing, displaying = [], []  # the texts of the figure being drawn; the figure being shown, once drawn
 
     def write(entry):
         with open(record, "a", encoding="utf-8") as file:
@@ -104,28 +92,20 @@ def kernel_env(folder: Path) -> dict[str, str]:
 
 def read(folder: Path, notebook: str | None = None) -> list[dict]:
     """The figures recorded under ``folder`` (of ``notebook``, a file name, when given), in drawing order."""
-    path = folder / "figure-fonts.jsonl"
-    if not path.exists():
-        return []
-    figures = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    path, figures = folder / "figure-fonts.jsonl", []
+    for line in path.read_text(encoding="utf-8").splitlines() if path.exists() else []:
         figure = json.loads(line)
         if not figures or figure != figures[-1]:  # a figure drawn twice (bbox_inches="tight") counts once
             figures.append(figure)
-    if notebook is not None:
-        figures = [f for f in figures if os.path.basename(f["notebook"]) == notebook]
-    return figures
+    return [f for f in figures if notebook is None or os.path.basename(f["notebook"]) == notebook]
 
 
 def too_small(figures: list[dict], minimum: float = MIN_POINTS) -> list[str]:
     """Per figure and size below ``minimum`` points: ``"figure 2: 16 texts at 8 pt, e.g. 'cat\\nas dog'"``."""
     found = []
     for number, figure in enumerate(figures, start=1):
-        by_size: dict[float, list[str]] = {}
-        for size, text in figure["texts"]:
-            if size < minimum:
-                by_size.setdefault(size, []).append(text)
-        for size, texts in sorted(by_size.items()):
+        for size in sorted({size for size, _ in figure["texts"] if size < minimum}):
+            texts = [text for points, text in figure["texts"] if points == size]
             examples = ", ".join(repr(text) for text in texts[:3])
             found.append(f"figure {number}: {len(texts)} text(s) at {size:g} pt, e.g. {examples}")
     return found

@@ -1,9 +1,6 @@
-"""What a teacher and a student meet in a classroom: text a projector can show, what `make lab` starts
-with, and no pink notes from the helpers.
-
-The figures' text is checked twice: here, over the code that sizes it (every notebook, the bench's
-plot), and while the notebooks run in the browser test (tests/figure_fonts.py), over every text
-matplotlib actually draws.
+"""What a classroom meets: figure text a projector can show, what `make lab` starts with, and no pink
+notes from the helpers. The figures' text is checked here in the code that sizes it, and in the browser
+test (tests/figure_fonts.py) over every text matplotlib draws.
 """
 
 import json
@@ -36,12 +33,8 @@ def _code(path: Path) -> str:
 
 
 def _too_small(code: str) -> list[str]:
-    found = []
-    for match in _SIZE.finditer(code):
-        value = match.group("value")
-        if value[0] in "\"'" or float(value) < MIN_POINTS:
-            found.append(match.group(0))
-    return found
+    matches = _SIZE.finditer(code)
+    return [m[0] for m in matches if m["value"][0] in "\"'" or float(m["value"]) < MIN_POINTS]
 
 
 def test_the_size_check_finds_small_text():
@@ -60,20 +53,13 @@ def test_figure_text_is_at_least_10_points(path):
 # --- what `make lab` starts ---------------------------------------------------------------------
 
 
-def _make_lab_command() -> str:
-    """The command `make lab` runs, from `make -n` (which prints the recipes and runs none)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-    done = subprocess.run(
-        ["make", "--no-print-directory", "-n", "lab"], cwd=ROOT, env=env, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.replace("\\\n", " ").splitlines()
-    return " ".join(next(line for line in lines if "jupyter lab" in line).split())
-
-
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_make_lab_reads_the_courses_settings_and_finds_tensorboard():
-    command = _make_lab_command()
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    done = subprocess.run(["make", "-s", "-n", "lab"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.replace("\\\n", " ").splitlines()  # `make -n` prints the recipes and runs none
+    command = " ".join(next(line for line in lines if "jupyter lab" in line).split())
     assert f'JUPYTER_CONFIG_PATH="{ROOT}/jupyter' in command, command
     assert f'PATH="{ROOT}/.venv/bin:' in command, command  # %tensorboard runs `tensorboard` from PATH
     assert "--ServerApp.root_dir=notebooks" in command
@@ -88,34 +74,27 @@ def test_the_lab_asks_nothing_about_news_and_lists_no_run_outputs():
         "fetchNews": "false",
     }
     server = json.loads((ROOT / "jupyter" / "jupyter_server_config.json").read_text())
-    hidden = server["ContentsManager"]["hide_globs"]
-    manager = pytest.importorskip(
-        "jupyter_server.services.contents.manager",
-        reason="JupyterLab is not installed (a GPU machine's kernel stack)",
-    )
-    ContentsManager = manager.ContentsManager
-
-    assert set(ContentsManager.class_traits()["hide_globs"].default()) <= set(
-        hidden
-    )  # JupyterLab's own stay hidden
-    assert {"checkpoints", "runs"} <= set(hidden)
-    ignored = (ROOT / ".gitignore").read_text().split()
-    assert {"checkpoints/", "runs/"} <= set(ignored)  # what the lab does not list, git does not see
+    hidden = set(server["ContentsManager"]["hide_globs"])
+    manager = pytest.importorskip("jupyter_server.services.contents.manager", reason="needs JupyterLab")
+    assert set(manager.ContentsManager.class_traits()["hide_globs"].default()) <= hidden  # JupyterLab's own
+    assert {"checkpoints", "runs"} <= hidden
+    # what the lab does not list, git does not see
+    assert {"checkpoints/", "runs/"} <= set((ROOT / ".gitignore").read_text().split())
 
 
 # --- no noise -------------------------------------------------------------------------------------
 
 
 def test_importing_the_timing_helpers_logs_nothing(tmp_path):
-    """torch.utils.benchmark imports torch.utils.cpp_extension, which logs 'No CUDA runtime is found,
-    using CUDA_HOME=...' where a CUDA toolkit is found but no GPU: pink text atop 06_performance."""
+    """torch.utils.benchmark logs 'No CUDA runtime is found' where a CUDA toolkit is found but no GPU:
+    pink text atop 06_performance."""
     env = {**os.environ, "CUDA_HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}  # a "toolkit" is found
     probe = "import torch, helpers.timing; print(torch.cuda.is_available())"
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stderr == "", done.stderr
-    if done.stdout.strip() == "False":  # where the warning would come: check that it still exists
-        shown = subprocess.run(
-            [sys.executable, "-c", "import torch.utils.benchmark"], env=env, capture_output=True, text=True
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    if done.stdout.strip() == "False":  # where the warning would come: check that torch still gives it
+        probe = [sys.executable, "-c", "import torch.utils.benchmark"]
+        shown = subprocess.run(probe, env=env, capture_output=True, text=True)
+        assert "No CUDA runtime is found" in shown.stderr, (
+            "torch no longer warns: helpers.timing's guard can go"
         )
-        assert "No CUDA runtime is found" in shown.stderr, "torch no longer warns: _import_benchmark can go"
