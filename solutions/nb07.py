@@ -35,18 +35,11 @@ def accumulated_step(model, loss_fn, optimizer, inputs, targets, micro_batch):
 
 
 def largest_batch(fits, low, high):
-    def fits_in_memory(n):
-        try:
-            fits(n)
-        except torch.OutOfMemoryError:  # any other error is a bug and goes through
-            return False
-        return True
-
-    if not fits_in_memory(low):
+    if not fits(low):
         return None
     while low < high:  # low fits, and the answer lies from low to high
-        middle = (low + high + 1) // 2
-        if fits_in_memory(middle):
+        middle = (low + high + 1) // 2  # rounded up, so that the range shrinks when low fits
+        if fits(middle):
             low = middle
         else:
             high = middle - 1

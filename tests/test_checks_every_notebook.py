@@ -165,37 +165,27 @@ def test_no_answer_crashes_a_check(module_name, exercise, answer):
         assert verdict is True  # an odd answer that is right after all
 
 
-@pytest.mark.parametrize(("module_name", "exercise"), EXERCISES)
-def test_the_notebook_has_the_exercise_layout(module_name, exercise):
-    """The stub in its own cell, then a cell that only runs the check, with ';' (no stray Out[..])."""
-    name, cells = _notebook(module_name)
-    code = ["".join(cell["source"]).strip() for cell in cells if cell["cell_type"] == "code"]
-    stubs = [i for i, source in enumerate(code) if re.match(rf"def {exercise}\(", source)]
-    assert len(stubs) == 1, f"{name} should have one cell that starts with `def {exercise}(`"
-    (i,) = stubs
-    assert code[i].count("\ndef ") == 0 and "check_" not in code[i], (
-        f"{name}: the stub of {exercise} shares a cell"
-    )
-    assert code[i + 1] == f"check_{exercise}({exercise});", f"{name}: the cell after the stub of {exercise}"
-    imports = [source for source in code if source.startswith(f"from helpers.checks.{module_name} import")]
-    assert imports and f"check_{exercise}" in imports[0], f"{name} does not import check_{exercise}"
-
-
-def test_the_exercise_sections_have_one_layout():
-    """Each: "## Try it yourself", the import of the checks, then per exercise: a text cell, stub, check."""
+def test_every_exercise_has_its_layout_in_the_notebook():
+    """After "## Try it yourself" and the import of the checks: per exercise a text cell, the stub
+    alone in its cell, and ``check_<name>(<name>);`` alone in the next (';': no stray Out[..])."""
     for module_name in CHECK_MODULES:
         name, cells = _notebook(module_name)
         sources = ["".join(c["source"]).strip() for c in cells]
         start = next(i for i, source in enumerate(sources) if "## Try it yourself" in source)
         assert sources[start + 1].startswith(f"from helpers.checks.{module_name} import"), name
         exercises = [e for m, e in (p.values for p in EXERCISES) if m == module_name]
-        stubs = sorted(
-            next(i for i, source in enumerate(sources) if source.startswith(f"def {exercise}("))
-            for exercise in exercises
-        )
-        for number, i in enumerate(stubs, start=1):
-            assert i == start + 3 * number, f"{name}: exercise {number} is not where the layout puts it"
-            assert cells[i - 1]["cell_type"] == "markdown", f"{name}: exercise {number} has no text before it"
+        for exercise in exercises:
+            stubs = [i for i, source in enumerate(sources) if source.startswith(f"def {exercise}(")]
+            assert len(stubs) == 1, f"{name} should have one cell that starts with `def {exercise}(`"
+            (i,) = stubs
+            assert "\ndef " not in sources[i] and "check_" not in sources[i], (
+                f"{name}: {exercise} shares a cell"
+            )
+            assert sources[i + 1] == f"check_{exercise}({exercise});", f"{name}: the cell after {exercise}"
+            assert f"check_{exercise}" in sources[start + 1], f"{name} does not import check_{exercise}"
+            assert cells[i - 1]["cell_type"] == "markdown", f"{name}: {exercise} has no text before it"
+        stubs = sorted(next(i for i, s in enumerate(sources) if s.startswith(f"def {e}(")) for e in exercises)
+        assert stubs == [start + 3 * n for n in range(1, len(stubs) + 1)], f"{name}: exercises out of layout"
 
 
 def test_a_wrong_answer_in_a_notebook_shows_one_sentence_and_fails_the_cell(tmp_path):

@@ -1,46 +1,24 @@
 """helpers.checks.harness: the machines a check runs the learner's code on, and what they report.
 
-These run on every machine: the played machines patch ``torch.cuda`` the same way whether or not a
-GPU is there, and the stand-in is ``meta``.
+They give the same verdicts on every machine: CUDA is refused whether or not a GPU is there, and
+the stand-in is ``meta``.
 """
 
-import numpy as np
 import pytest
 import torch
 from torch import nn
 
 from helpers.checks import CheckBug, CheckFailed
-from helpers.checks.harness import (
-    LearnerError,
-    Machine,
-    StandInCannot,
-    describe,
-    device_machines,
-    exercise,
-    is_stub,
-    short,
-)
-from helpers.devices import pick_device
+from helpers.checks.harness import LearnerError, Machine, StandInCannot, describe, exercise, is_stub
 
 
-def _meta(*shape, **kwargs):
-    return torch.zeros(*shape, device="meta", **kwargs)
-
-
-# ---- stubs, descriptions -----------------------------------------------------------------------
-
-
-def _stub_with_docstring(x):
+def _doc(x):
     """What to do."""
     # your code here
 
 
-def _stub_pass(x):
-    pass
-
-
-def _answer(x):
-    return x
+def _raise(x):
+    raise NotImplementedError("your code here")
 
 
 def _forgot_return(x):
@@ -51,277 +29,138 @@ def _generator(x):
     yield x
 
 
-def _not_implemented(x):
-    """What to do."""
-    raise NotImplementedError
-
-
-def _not_implemented_with_a_message(x):
-    raise NotImplementedError("your code here")
-
-
-def _not_implemented_after_work(x):
-    y = x + 1
-    raise NotImplementedError(y)
-
-
 @pytest.mark.parametrize(
-    "function",
-    [
-        _stub_with_docstring,
-        _stub_pass,
-        lambda *a: None,
-        lambda: ...,
-        _not_implemented,
-        _not_implemented_with_a_message,
+    ("function", "stub"),
+    [(_doc, True), (_raise, True), (lambda x: None, True), (lambda x: ..., True)]
+    + [
+        (_forgot_return, False),
+        (_generator, False),
+        (lambda x: x, False),
+        (lambda x: 0, False),
+        (len, False),
     ],
 )
-def test_a_stub_is_a_function_that_does_nothing(function):
-    assert is_stub(function)
+def test_a_stub_is_a_function_that_does_nothing(function, stub):
+    assert is_stub(function) is stub
 
 
 @pytest.mark.parametrize(
-    "function",
-    [_answer, _forgot_return, _generator, _not_implemented_after_work, lambda x: x, print, nn.Linear, len],
+    ("value", "words"),
+    [(None, "None"), ([1, 2], "a list of 2 items"), (torch.zeros(2, 3), "shape (2, 3) on cpu")]
+    + [(nn.Linear(1, 1), "a Linear module"), (torch.zeros(1).cpu, "the method cpu itself"), (2.5, "float")],
 )
-def test_an_answer_is_not_a_stub(function):
-    assert not is_stub(function)
+def test_describe_names_a_value_in_a_few_words(value, words):
+    assert words in describe(value)
 
 
-@pytest.mark.parametrize(
-    ("value", "text"),
-    [
-        (None, "None"),
-        (torch.zeros(2).cuda, "the method Tensor.cuda itself (without the () that call it)"),
-        (nn.Linear(1, 1).cuda, "the method Linear.cuda itself"),
-        (torch.zeros(2, 3, dtype=torch.long), "a int64 tensor of shape (2, 3) on cpu"),
-        (np.zeros(2), "a NumPy array (float64) of shape (2,)"),
-        (nn.Linear, "the class Linear"),
-        (torch.randn, "the function randn"),
-        (nn.Linear(1, 1), "a Linear module"),
-        ("x" * 100, "the string 'xxxxxxxx"),
-        ([1, 2], "a list of 2 items"),
-        ({"a": 1}, "a dict of 1 key"),
-        ({}.values(), "a dict_values"),
-        (object(), "an object"),
-        (True, "the bool True"),
-    ],
-)
-def test_describe_names_a_value_in_a_few_words(value, text):
-    assert describe(value).startswith(text)
-    assert len(describe(value)) <= 80
-
-
-def test_short_cuts_long_text_on_one_line():
-    assert short("a\nb") == "a b"
-    assert short("x" * 100, 10) == "xxxxxxx..."
-
-
-# ---- the exercise decorator ------------------------------------------------------------------
-
-
-def test_a_crash_in_the_check_itself_is_a_check_bug():
+def _check_that_crashes():
     @exercise("write f(x)")
     def check_f(f):
         return {}["missing"]
 
-    with pytest.raises(CheckBug, match="a bug in the course") as caught:
-        check_f(_answer)
-    assert isinstance(caught.value.__cause__, KeyError)
-    assert "test_checks_harness.py" not in str(caught.value)  # it names the check's file, under helpers/
+    return check_f
 
 
-def test_the_success_line_says_what_the_stand_in_could_not_try(capsys):
-    @exercise("write f(t)")
+def test_the_decorator_answers_a_stub_a_non_function_and_its_own_crash(capsys):
+    check = _check_that_crashes()
+    assert check(_doc) is False and capsys.readouterr().out == "not answered yet: write f(x)\n"
+    with pytest.raises(CheckFailed, match=r"check_f\(f\)"):
+        check(None)
+    with pytest.raises(CheckBug, match="KeyError"):
+        check(lambda x: x)
+
+
+def _run(machine, function, *args, **kwargs):
+    try:
+        return machine.run(function, *args, **kwargs)
+    except LearnerError as error:
+        return error
+
+
+ON_CPU_AND_STAND_IN = [
+    ("'cuda' written in", lambda d: torch.ones(2, device="cuda"), "used the GPU itself"),
+    (".cuda()", lambda d: torch.ones(2).cuda(), "used the GPU itself (.cuda())"),
+    (".to('cuda:0')", lambda d: torch.ones(2).to("cuda:0"), "used the GPU itself"),
+    ("caught the refusal", lambda d: _caught(lambda: torch.ones(2).cuda()), "it caught the error"),
+]
+ON_THE_STAND_IN = [
+    ("mixed devices", lambda d: torch.ones(2, device=d) + torch.ones(2), "mixed tensors on two devices"),
+    ("numpy on the device", lambda d: torch.ones(2, device=d).numpy(), "bring it to the CPU first"),
+    ("CPU generator", lambda d: torch.randperm(3, generator=torch.Generator(), device=d), "CPU generator"),
+    ("other error", lambda d: [][1], "raised IndexError"),
+]
+
+
+def _caught(action):
+    try:
+        return action()
+    except RuntimeError:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("function", "words"), [c[1:] for c in ON_CPU_AND_STAND_IN], ids=[c[0] for c in ON_CPU_AND_STAND_IN]
+)
+@pytest.mark.parametrize("machine", [Machine.cpu(), Machine.stand_in()], ids=["cpu", "stand-in"])
+def test_cuda_is_refused_with_the_fix_named(machine, function, words):
+    error = _run(machine, function, machine.device)
+    assert isinstance(error, LearnerError) and words in str(error) and "device it is given" in error.fix
+
+
+@pytest.mark.parametrize(
+    ("function", "words"), [c[1:] for c in ON_THE_STAND_IN], ids=[c[0] for c in ON_THE_STAND_IN]
+)
+def test_the_stand_in_refuses_what_a_gpu_refuses(function, words):
+    on_the_cpu = _run(Machine.cpu(), function, torch.device("cpu"))
+    assert isinstance(on_the_cpu, LearnerError) == (words == "raised IndexError")
+    error = _run(Machine.stand_in(), function, torch.device("meta"))
+    assert isinstance(error, LearnerError) and words in str(error)
+
+
+def test_a_read_on_the_stand_in_is_not_blamed_on_the_learner(capsys):
+    with pytest.raises(StandInCannot):
+        Machine.stand_in().run(lambda d: torch.ones(2, device=d).sum().item(), torch.device("meta"))
+
+    @exercise("write f(d)")
     def check_f(f):
         m = Machine.stand_in()
         with m.tried():
-            m.run(f, _meta(3))
-        return "f works"
+            m.run(f, m.device)
+        return "f is right"
 
-    assert check_f(lambda t: t[t > 0]) is True
-    out = capsys.readouterr().out
-    assert out.startswith("correct: f works (")
-    assert "not tried on the stand-in GPU: meta cannot run it" in out
+    assert check_f(lambda d: torch.ones(1, device=d).tolist()) is True
+    assert "on the stand-in, it ran up to reading a value" in capsys.readouterr().out
 
 
-# ---- the machines --------------------------------------------------------------------------------
+def test_a_copy_to_the_device_is_refused_where_the_task_wants_values_made_there():
+    machine = Machine(torch.device("meta"), copies_refused=True)
+    assert machine.run(lambda d: torch.zeros(2, device=d), machine.device).is_meta
+    for made_then_copied in (lambda d: torch.zeros(2).to(d), lambda d: torch.tensor([1.0], device=d)):
+        assert "make them on the device directly" in str(_run(machine, made_then_copied, machine.device))
 
 
-def test_the_machines_leave_torch_cuda_as_it_was():
-    before = {name: getattr(torch.cuda, name) for name in dir(torch.cuda) if not name.startswith("_")}
-    accelerator = {name: getattr(torch.accelerator, name) for name in dir(torch.accelerator)}
-    for m in (Machine.cpu(), Machine.stand_in(), Machine.without_gpu(), Machine.with_stand_in_gpu()):
-        with pytest.raises(CheckFailed):
-            m.run(lambda: torch.zeros(1).cuda() + torch.cuda.synchronize() + 1)
-    assert {name: getattr(torch.cuda, name) for name in before} == before
-    assert {name: getattr(torch.accelerator, name) for name in accelerator} == accelerator
+ORIGINAL_IS_AVAILABLE = torch.cuda.is_available
 
 
-def test_the_cpu_machine_says_a_gpu_exists_and_refuses_its_use():
-    m = Machine.cpu()
-    answers = m.run(
-        lambda: (
-            torch.cuda.is_available(),
-            torch.cuda.device_count(),
-            pick_device(),
-            torch.cuda.get_device_name(0),
-        )
-    )
-    assert answers == (True, 1, torch.device("cuda", 0), "Stand-in GPU (the check's meta device)")
-    for code, how in (
-        (lambda: torch.ones(2, device="cuda"), "ones(..., device='cuda')"),
-        (lambda: torch.ones(2).to(0), ".to(0)"),
-        (lambda: torch.ones(2).cuda(), ".cuda()"),
-        (lambda: nn.Linear(2, 2).to(pick_device()), ".to('cuda:0')"),
-        (lambda: torch.cuda.synchronize(), "torch.cuda.synchronize()"),
-        (lambda: torch.cuda.Event(enable_timing=True), "torch.cuda.Event()"),
-    ):
-        with pytest.raises(LearnerError, match="used the GPU itself") as caught:
-            Machine.cpu().run(code)
-        assert caught.value.kind == "cuda" and how in caught.value.sentence
+def _cuda_batch(x):
+    return x.cuda() if torch.cuda.is_available() else x
 
 
-def test_a_refused_use_of_cuda_fails_even_if_the_code_catches_it():
-    def falls_back(t):
-        try:
-            return t.cuda()
-        except RuntimeError:
-            return t
-
-    with pytest.raises(LearnerError, match=r"used the GPU itself, \.cuda\(\)"):
-        Machine.cpu().run(falls_back, torch.ones(2))
+def test_the_cuda_machines_say_no_gpu_or_send_cuda_to_the_stand_in():
+    assert Machine.without_gpu().run(_cuda_batch, torch.ones(2)).device.type == "cpu"
+    assert Machine.with_stand_in_gpu().run(_cuda_batch, torch.ones(2)).is_meta
+    assert Machine.with_stand_in_gpu().run(lambda m: m.cuda(), nn.Linear(2, 2)).weight.is_meta
+    assert Machine.with_stand_in_gpu().run(lambda x: x.to("cuda"), torch.ones(2)).is_meta
+    assert torch.cuda.is_available is ORIGINAL_IS_AVAILABLE  # the patch is undone
 
 
-def test_the_machine_without_a_gpu_fails_as_without_a_driver():
-    m = Machine.without_gpu()
-    assert m.run(lambda: (torch.cuda.is_available(), torch.cuda.device_count(), pick_device())) == (
-        False,
-        0,
-        torch.device("cpu"),
-    )
-    with pytest.raises(LearnerError, match=r"used CUDA \(\.cuda\(\)\) on a machine without a GPU") as caught:
-        m.run(lambda: torch.ones(2).cuda())
-    assert "NVIDIA driver" in caught.value.details[-1] or caught.value.kind == "cuda"
+def test_an_error_names_the_learners_line_and_an_endless_generator_is_cut_short():
+    def f(x):
+        y = x + 1
+        return y["key"]
 
-
-def test_the_stand_in_gpu_plays_torch_cuda():
-    m = Machine.with_stand_in_gpu()
-
-    def uses_the_gpu():
-        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        model = nn.Linear(2, 2).cuda()
-        x = torch.randn(4, 2, device=device)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        y = model(x.to(device, non_blocking=True))
-        end.record()
-        torch.cuda.synchronize()
-        name = torch.cuda.get_device_properties(0).name
-        return y, start.elapsed_time(end), name, torch.cuda.memory_allocated(), torch.cuda.get_rng_state()
-
-    y, elapsed, name, memory, _ = m.run(uses_the_gpu)
-    assert y.device.type == "meta" and elapsed == 0.0 and "Stand-in" in name and memory == 0
-
-
-def test_the_stand_in_reads_back_placeholders_and_records_them():
-    m = Machine.stand_in()
-
-    def reads(t):
-        total = t.sum()
-        return (
-            total.item(),
-            float(total),
-            t.tolist(),
-            t.cpu(),
-            f"{total:.2f}",
-            bool(total > 0),
-            t.numpy(force=True),
-        )
-
-    item, number, values, copy, text, flag, array = m.run(reads, _meta(3))
-    assert (item, number, values, text, flag) == (1.0, 1.0, [1.0, 1.0, 1.0], "1.00", False)
-    assert copy.device.type == "cpu" and array.shape == (3,)
-    assert [read.how for read in m.reads] == [
-        ".item()",
-        "float()",
-        ".tolist()",
-        ".cpu()",
-        "a format string",
-        "an if or bool() on a tensor",
-        ".numpy(force=True)",
-    ]
-    assert all(read.place.function == "reads" for read in m.reads)
-
-
-def test_the_stand_in_refuses_what_cuda_refuses():
-    m = Machine.stand_in()
-    for code, kind in (
-        (lambda: _meta(3) + torch.ones(3), "devices"),  # meta alone says it another way
-        (lambda: nn.Linear(2, 2).to("meta")(torch.ones(1, 2)), "devices"),  # meta alone lets it through
-        (lambda: torch.zeros(()).add_(_meta(())), "devices"),  # in place on the CPU, from the GPU
-        (lambda: torch.ones(3)[_meta(2, dtype=torch.long)], "devices"),  # a GPU index into a CPU tensor
-        (lambda: torch.randperm(5, generator=torch.Generator(), device="meta"), "generator"),
-        (lambda: _meta(3).numpy(), "numpy-device"),
-        (lambda: _meta(3, requires_grad=True).numpy(), "numpy-device"),
-    ):
-        with pytest.raises(LearnerError) as caught:
-            m.run(code)
-        assert caught.value.kind == kind, caught.value
-
-
-def test_the_stand_in_allows_what_cuda_allows():
-    m = Machine.stand_in()
-    x = _meta(4, 3)
-    assert m.run(lambda: x * torch.tensor(2.0)).device.type == "meta"  # a CPU scalar
-    assert m.run(lambda: x[torch.tensor([0, 2])]).shape == (2, 3)  # a CPU index
-    assert m.run(lambda: x.pin_memory()) is x
-
-
-def test_what_meta_cannot_run_is_not_blamed_on_the_learner():
-    m = Machine.stand_in()
-    with pytest.raises(StandInCannot, match="meta cannot run it"):
-        m.run(lambda t: t[t > 0], _meta(3))
-    with pytest.raises(StandInCannot, match="values read back"):
-        m.run(lambda t: [0, 1][int(t.sum()) + 5], _meta(3))
-
-
-def test_an_error_names_the_learners_line_and_the_exception():
-    def move(batch, device):
-        inputs, targets = batch
-        return batch.to(device)
-
-    with pytest.raises(LearnerError) as caught:
-        Machine.cpu().run(move, [torch.ones(1), torch.ones(1)], torch.device("cpu"))
-    error = caught.value
-    assert error.kind == "container" and error.sentence.startswith("move called .to() on a list")
-    assert error.details[0].startswith("in move, line ") and error.details[0].endswith(
-        "return batch.to(device)"
-    )
-    assert error.details[1] == "AttributeError: 'list' object has no attribute 'to'"
-
-
-def test_a_function_with_other_arguments_is_told_to_keep_the_stubs_first_line():
-    def noise(shape):
-        return shape
-
-    with pytest.raises(LearnerError) as caught:
-        Machine.cpu().run(noise, (2, 3), torch.device("cpu"))
-    assert caught.value.kind == "signature"
-    assert caught.value.sentence.startswith("noise does not take the arguments the check gives it")
-    assert caught.value.fix == "keep the first line of the stub, its def and arguments, as it is"
-
-
-def test_an_endless_generator_is_cut_short():
-    def endless():
-        while True:
-            yield 1
-
+    error = _run(Machine.cpu(), f, 1)
+    assert "in f, line" in error.details[0] and 'y["key"]' in error.details[0]
+    assert "TypeError" in error.details[1]
     with pytest.raises(CheckFailed, match="more than 5 items"):
-        Machine.cpu().run(endless, consume=5)
-
-
-def test_the_device_machines_are_the_cpu_the_stand_in_and_the_gpu_if_any():
-    kinds = [m.kind for m in device_machines()]
-    assert kinds[:2] == ["cpu", "stand-in"]
-    assert kinds[2:] == ([] if pick_device().type == "cpu" else ["gpu"])
+        Machine.cpu().run(lambda: iter(int, 1), consume=5)

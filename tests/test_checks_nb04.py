@@ -7,218 +7,101 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 import torch
-from exercise_answers import right, right_cases, wrong, wrong_cases
-from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
+from exercise_answers import right, wrong
+from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present as consume_prefix
 
 from helpers.checks.nb04 import check_numpy_batch_to_device, check_plain_state_dict, check_visible_gpus_env
 from helpers.models import Tudui
-from solutions import nb04 as solution
 
-# ---- exercise 1: numpy_batch_to_device ----
+T = torch.from_numpy
 
-BATCH_RIGHT = {
-    "torch.tensor": lambda x, y, d: (
-        torch.tensor(x, dtype=torch.float32, device=d),
-        torch.tensor(y, dtype=torch.long, device=d),
-    ),
-    "as_tensor": lambda x, y, d: (
-        torch.as_tensor(x, dtype=torch.float32, device=d),
-        torch.as_tensor(y, dtype=torch.int64, device=d),
-    ),
-    ".float(), .long()": lambda x, y, d: (
-        torch.from_numpy(x).float().to(d),
-        torch.from_numpy(y).long().to(d),
-    ),
-    "to(device, dtype)": lambda x, y, d: (
-        torch.from_numpy(x).to(d, torch.float32),
-        torch.from_numpy(y).to(d, torch.int64),
-    ),
-    "move, then convert": lambda x, y, d: (
-        torch.from_numpy(x).to(d).float(),
-        torch.from_numpy(y).to(d).long(),
-    ),
-    "torch.Tensor": lambda x, y, d: (torch.Tensor(x).to(d), torch.from_numpy(y.astype(np.int64)).to(d)),
-}
 
-BATCH_WRONG = [
+def L(y):  # noqa: N802 - a short name keeps the rows on one line
+    return torch.from_numpy(y).long()
+
+
+BATCH = [  # (name, answer, a fragment of the message; None for a right answer)
+    ("torch.tensor", lambda x, y, d: (torch.tensor(x, device=d).float(), L(y).to(d)), None),
+    ("as_tensor", lambda x, y, d: (torch.as_tensor(x, dtype=torch.float32, device=d), L(y).to(d)), None),
+    ("to(device, dtype)", lambda x, y, d: (T(x).to(d, torch.float32), T(y).to(d, torch.int64)), None),
+    ("torch.Tensor", lambda x, y, d: (torch.Tensor(x).to(d), T(y.astype(np.int64)).to(d)), None),
     ("NumPy as it is", lambda x, y, d: (x, y), "the inputs are still a NumPy array"),
-    (
-        "not moved",
-        lambda x, y, d: (torch.from_numpy(x).float(), torch.from_numpy(y).long()),
-        "the inputs are on cpu, not on meta",
-    ),
-    (
-        "targets not moved",
-        lambda x, y, d: (torch.from_numpy(x).float().to(d), torch.from_numpy(y).long()),
-        "the targets are on cpu, not on meta",
-    ),
-    (
-        "float64",
-        lambda x, y, d: (torch.from_numpy(x).to(d), torch.from_numpy(y).long().to(d)),
-        "the inputs are float64",
-    ),
-    (
-        "int32",
-        lambda x, y, d: (torch.from_numpy(x).float().to(d), torch.from_numpy(y).to(d)),
-        "the targets are int32",
-    ),
-    (
-        ".int()",
-        lambda x, y, d: (torch.from_numpy(x).float().to(d), torch.from_numpy(y).int().to(d)),
-        "the targets are int32",
-    ),
-    (
-        "Variable",
-        lambda x, y, d: (
-            torch.autograd.Variable(torch.from_numpy(x)).to(d),
-            torch.from_numpy(y).long().to(d),
-        ),
-        "the inputs are float64",
-    ),
-    (
-        "transposed",
-        lambda x, y, d: (torch.from_numpy(x.T.copy()).float().to(d), torch.from_numpy(y).long().to(d)),
-        "the inputs have shape (6, 5), not (5, 6)",
-    ),
-    ("inputs alone", lambda x, y, d: torch.from_numpy(x).float().to(d), "returned a float32 tensor"),
-    (
-        "hard-coded cuda",
-        lambda x, y, d: (torch.from_numpy(x).float().cuda(), torch.from_numpy(y).long().cuda()),
-        "used the GPU itself, .cuda()",
-    ),
-    (
-        "rounded",
-        lambda x, y, d: (torch.from_numpy(x.round()).float().to(d), torch.from_numpy(y).long().to(d)),
-        "the inputs hold other values than x",
-    ),
-    ("ndarray.to", lambda x, y, d: (x.to(d), y.to(d)), "on a NumPy array"),
+    ("not moved", lambda x, y, d: (T(x).float(), L(y)), "the inputs are on cpu, not on meta"),
+    ("targets not moved", lambda x, y, d: (T(x).float().to(d), L(y)), "the targets are on cpu, not on meta"),
+    ("float64", lambda x, y, d: (T(x).to(d), L(y).to(d)), "the inputs are float64, but a model wants"),
+    ("int32", lambda x, y, d: (T(x).float().to(d), T(y).int().to(d)), "the targets are int32, but a loss"),
+    ("float labels", lambda x, y, d: (T(x).float().to(d), T(y).float().to(d)), "the targets are float32"),
+    ("swapped", lambda x, y, d: (L(y).to(d), T(x).float().to(d)), "the inputs are int64"),
+    ("transposed", lambda x, y, d: (T(x).T.float().to(d), L(y).to(d)), "have shape (6, 5), not (5, 6)"),
+    ("inputs alone", lambda x, y, d: T(x).float().to(d), "returned a float32 tensor"),
+    ("a dict", lambda x, y, d: {"inputs": T(x).float().to(d), "targets": L(y).to(d)}, "a dict of 2"),
+    ("hard-coded cuda", lambda x, y, d: (T(x).float().cuda(), L(y).cuda()), "used the GPU itself (.cuda())"),
+    ("rounded", lambda x, y, d: (T(x.round()).float().to(d), L(y).to(d)), "the inputs hold other values"),
+    ("ndarray.to", lambda x, y, d: (x.to(d), y.to(d)), "called a tensor's method on a NumPy array"),
 ]
 
 
-@pytest.mark.parametrize("answer", right_cases(BATCH_RIGHT))
-def test_numpy_batch_to_device_right(answer, capsys):
-    right(check_numpy_batch_to_device, answer, capsys)
+def _each(change):
+    return lambda w: {k: change(v) for k, v in w.module.state_dict().items()}
 
 
-@pytest.mark.parametrize(("answer", "fragment"), wrong_cases(BATCH_WRONG))
-def test_numpy_batch_to_device_wrong(answer, fragment):
-    wrong(check_numpy_batch_to_device, answer, fragment)
-
-
-def test_the_reference_batch_really_lands_on_the_device():
-    inputs, targets = solution.numpy_batch_to_device(np.zeros((2, 3)), np.zeros(2, dtype=np.int32), "meta")
-    assert inputs.device.type == targets.device.type == "meta"
-
-
-# ---- exercise 2: plain_state_dict ----
-
-
-def _consume_prefix(wrapped):
-    state = wrapped.state_dict()
-    consume_prefix_in_state_dict_if_present(state, "module.")
-    return state
-
-
-def _fresh_weights(wrapped):
-    torch.manual_seed(1)
-    return Tudui().state_dict()
-
-
-STATE_RIGHT = {
-    "removeprefix": lambda w: {k.removeprefix("module."): v for k, v in w.state_dict().items()},
-    "slice": lambda w: {k[len("module.") :]: v for k, v in w.state_dict().items()},
-    "replace once": lambda w: {k.replace("module.", "", 1): v for k, v in w.state_dict().items()},
-    "OrderedDict": lambda w: OrderedDict((k[7:], v) for k, v in w.state_dict().items()),
-    "consume_prefix_in_state_dict_if_present": _consume_prefix,
-    "split": lambda w: {k.split(".", 1)[1]: v for k, v in w.state_dict().items()},
-    "getattr": lambda w: getattr(w, "module", w).state_dict(),
-    "a copy on the CPU": lambda w: copy.deepcopy(w.module).cpu().state_dict(),
-}
-
-STATE_WRONG = [
+STATE = [
+    ("removeprefix", lambda w: {k.removeprefix("module."): v for k, v in w.state_dict().items()}, None),
+    ("slice, OrderedDict", lambda w: OrderedDict((k[7:], v) for k, v in w.state_dict().items()), None),
+    ("replace once", lambda w: {k.replace("module.", "", 1): v for k, v in w.state_dict().items()}, None),
+    ("consume_prefix", lambda w: (consume_prefix(s := w.state_dict(), "module."), s)[1], None),
+    ("a copy on the CPU", lambda w: copy.deepcopy(w.module).cpu().state_dict(), None),
+    ("named_parameters", lambda w: dict(w.module.named_parameters()), None),
     ("the wrapper's", lambda w: w.state_dict(), "the keys start with 'module.'"),
     ("the model", lambda w: w.module, "returned a model, not its weights"),
-    ("new weights", _fresh_weights, "not the wrapped model's weights"),
-    ("other keys", lambda w: {"weight": torch.zeros(1)}, "the keys do not match the unwrapped model's"),
-    (
-        "lstrip",
-        lambda w: {k.lstrip("module."): v for k, v in w.state_dict().items()},
-        "str.lstrip('module.')",
-    ),
-    ("the method", lambda w: w.module.state_dict, "the method Tudui.state_dict itself"),
+    ("new weights", lambda w: Tudui().state_dict(), "the keys are right, but not the tensors"),
+    ("other keys", lambda w: {"weight": torch.zeros(1)}, "not the model's, such as 'model.0.bias'"),
+    ("lstrip", lambda w: {k.lstrip("module."): v for k, v in w.state_dict().items()}, "lstrip('module.')"),
+    ("the method", lambda w: w.module.state_dict, "the method state_dict itself"),
+    ("keys()", lambda w: w.module.state_dict().keys(), "returned an odict_keys"),
     ("parameters()", lambda w: w.module.parameters(), "returned a generator"),
-    ("a list", lambda w: list(w.module.state_dict().values()), "returned a list of 10 items"),
-    (
-        "NumPy values",
-        lambda w: {k: v.cpu().numpy() for k, v in w.module.state_dict().items()},
-        "is a NumPy array",
-    ),
-    (
-        "zeroed",
-        lambda w: {k: torch.zeros_like(v) for k, v in w.module.state_dict().items()},
-        "not the wrapped model's weights",
-    ),
+    ("NumPy values", _each(lambda v: v.numpy()), "is a NumPy array"),
+    ("half", _each(lambda v: v.half()), "the keys are right, but not the tensors"),
 ]
 
 
-@pytest.mark.parametrize("answer", right_cases(STATE_RIGHT))
-def test_plain_state_dict_right(answer, capsys):
-    right(check_plain_state_dict, answer, capsys)
+def _env(value, **more):
+    return lambda ids: {"CUDA_VISIBLE_DEVICES": value(ids), **more}
 
 
-@pytest.mark.parametrize(("answer", "fragment"), wrong_cases(STATE_WRONG))
-def test_plain_state_dict_wrong(answer, fragment):
-    wrong(check_plain_state_dict, answer, fragment)
+def J(ids):  # noqa: N802
+    return ",".join(map(str, ids))
 
 
-# ---- exercise 3: visible_gpus_env ----
-
-
-def _sets_os_environ(gpu_ids):
-    os.environ["COURSE_TEST_UNUSED"] = ",".join(map(str, gpu_ids))  # the mistake: the result is lost
-    del os.environ["COURSE_TEST_UNUSED"]
-
-
-ENV_RIGHT = {
-    "map(str)": lambda ids: {"CUDA_VISIBLE_DEVICES": ",".join(map(str, ids))},
-    "with CUDA_DEVICE_ORDER": lambda ids: {
-        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-        "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in ids),
-    },
-    "from str(list)": lambda ids: {"CUDA_VISIBLE_DEVICES": str(ids)[1:-1].replace(" ", "")},
-    "dict()": lambda ids: dict(CUDA_VISIBLE_DEVICES=",".join(f"{i}" for i in ids)),
-}
-
-ENV_WRONG = [
-    ("typo", lambda ids: {"CUDA_VISIBLE_DEVICE": "1,2"}, "read by nothing"),
-    ("a list", lambda ids: {"CUDA_VISIBLE_DEVICES": ids}, "but variables are strings"),
-    ("str(list)", lambda ids: {"CUDA_VISIBLE_DEVICES": str(ids)}, "the value is '[1, 2]'"),
-    ("spaces", lambda ids: {"CUDA_VISIBLE_DEVICES": ", ".join(map(str, ids))}, "has spaces"),
-    ("hard-coded", lambda ids: {"CUDA_VISIBLE_DEVICES": "1,2"}, "build it from gpu_ids, '0'"),
-    ("another variable", lambda ids: {"CUDA_VISIBLE_DEVICES": "1,2", "OTHER": "x"}, "also sets OTHER"),
-    ("a string", lambda ids: "CUDA_VISIBLE_DEVICES=1,2", "returned the string"),
-    (
-        "the whole environment",
-        lambda ids: {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(map(str, ids))},
-        "the whole environment perhaps",
-    ),
-    ("sorted", lambda ids: {"CUDA_VISIBLE_DEVICES": ",".join(map(str, sorted(ids)))}, "in another order"),
-    ("ints", lambda ids: {"CUDA_VISIBLE_DEVICES": int("".join(map(str, ids)))}, "the int 12"),
-    (
-        "bad order",
-        lambda ids: {"CUDA_DEVICE_ORDER": "pci", "CUDA_VISIBLE_DEVICES": "1,2"},
-        "CUDA_DEVICE_ORDER is 'pci'",
-    ),
-    ("only os.environ", _sets_os_environ, "visible_gpus_env returned None"),
+ENV = [
+    ("f-strings", _env(lambda ids: ",".join(f"{i}" for i in ids)), None),
+    ("with CUDA_DEVICE_ORDER", _env(J, CUDA_DEVICE_ORDER="PCI_BUS_ID"), None),
+    ("from str(list)", _env(lambda ids: str(ids)[1:-1].replace(" ", "")), None),
+    ("typo", lambda ids: {"CUDA_VISIBLE_DEVICE": J(ids)}, "CUDA_VISIBLE_DEVICE is read by nothing"),
+    ("lower case", lambda ids: {"cuda_visible_devices": J(ids)}, "cuda_visible_devices is read by nothing"),
+    ("a list", _env(lambda ids: ids), "CUDA_VISIBLE_DEVICES is a list of 2 items, not a string"),
+    ("an int", _env(lambda ids: int("".join(map(str, ids)))), "is the int 12, not a string"),
+    ("str(list)", _env(str), "the value is '[1, 2]'"),
+    ("spaces", _env(lambda ids: ", ".join(map(str, ids))), "'1, 2' has spaces"),
+    ("device names", _env(lambda ids: ",".join(f"cuda:{i}" for i in ids)), "the value is 'cuda:1,cuda:2'"),
+    ("renumbered", _env(lambda ids: J(range(len(ids)))), "build it from gpu_ids, '1,2'"),
+    ("hard-coded", _env(lambda ids: "1,2"), "build it from gpu_ids, '0'"),
+    ("sorted", _env(lambda ids: J(sorted(ids))), "'0,1,3' lists the ids in another order"),
+    ("another variable", _env(J, OTHER="x"), "visible_gpus_env also sets OTHER"),
+    ("a string", lambda ids: f"CUDA_VISIBLE_DEVICES={J(ids)}", "returned the string"),
+    ("the whole environment", _env(J, **os.environ), "variables: return only the ones to set"),
+    ("bad order", _env(J, CUDA_DEVICE_ORDER="pci"), "CUDA_DEVICE_ORDER is 'pci'"),
+    ("printed, not returned", lambda ids: print(f"CUDA_VISIBLE_DEVICES={J(ids)}"), "returned None"),
     ("no CUDA_VISIBLE_DEVICES", lambda ids: {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, "no CUDA_VISIBLE_DEVICES"),
 ]
 
-
-@pytest.mark.parametrize("answer", right_cases(ENV_RIGHT))
-def test_visible_gpus_env_right(answer, capsys):
-    right(check_visible_gpus_env, answer, capsys)
+TABLES = {check_numpy_batch_to_device: BATCH, check_plain_state_dict: STATE, check_visible_gpus_env: ENV}
+CASES = [pytest.param(c, *case, id=f"{c.__name__[6:]}: {case[0]}") for c, t in TABLES.items() for case in t]
 
 
-@pytest.mark.parametrize(("answer", "fragment"), wrong_cases(ENV_WRONG))
-def test_visible_gpus_env_wrong(answer, fragment):
-    wrong(check_visible_gpus_env, answer, fragment)
+@pytest.mark.parametrize(("check", "name", "answer", "fragment"), CASES)
+def test_an_answer(check, name, answer, fragment, capsys):
+    if fragment is None:
+        right(check, answer, capsys)
+    else:
+        wrong(check, answer, fragment)

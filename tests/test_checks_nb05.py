@@ -1,298 +1,111 @@
 """helpers.checks.nb05: right answers in other spellings pass, typical mistakes are refused by name."""
 
-import math
 import random
 
 import numpy as np
 import pytest
 import torch
-from exercise_answers import right, right_cases, wrong, wrong_cases
-from torch.utils.data import DataLoader
+from exercise_answers import right, wrong
+from torch.utils.data import DataLoader, DistributedSampler
 
 from helpers.checks.nb05 import check_launch_args, check_orders_for_epochs, check_shard_indices
 from solutions import nb05 as solution
 
-# ---- exercise 1: shard_indices ----
+
+def _padded(padding):  # pads range(n) with padding(n, how_many), then deals the indices out
+    return lambda n, w, r: (list(range(n)) + padding(n, -(-n // w) * w - n))[r::w]
 
 
-def _modulo(n, world_size, rank):
-    return [(rank + i * world_size) % n for i in range(math.ceil(n / world_size))]
-
-
-def _range_then_modulo(n, world_size, rank):
-    total = math.ceil(n / world_size) * world_size
-    return [i % n for i in range(rank, total, world_size)]
-
-
-def _numpy(n, world_size, rank):
-    total = -(-n // world_size) * world_size
-    return (np.arange(total) % n)[rank::world_size]
-
-
-def _tensor(n, world_size, rank):
-    total = math.ceil(n / world_size) * world_size
-    return torch.arange(rank, total, world_size) % n
-
-
-def _cycle(n, world_size, rank):
-    indices = []
-    while len(indices) < math.ceil(n / world_size) * world_size:
-        indices.extend(range(n))
-    return indices[: math.ceil(n / world_size) * world_size][rank::world_size]
-
-
-def _contiguous(n, world_size, rank):
-    size = -(-n // world_size)
-    return list(range(n))[rank * size : (rank + 1) * size]
-
-
-def _no_padding(n, world_size, rank):
-    return list(range(rank, n, world_size))
-
-
-def _reversed(n, world_size, rank):
-    return list(reversed(solution.shard_indices(n, world_size, rank)))
-
-
-def _padded_once(n, world_size, rank):
-    total = math.ceil(n / world_size) * world_size
-    padded = list(range(n))
-    padded += padded[: total - n]  # not enough when the padding is longer than the data
-    return padded[rank::world_size]
-
-
-def _padded_with_zeros(n, world_size, rank):
-    total = math.ceil(n / world_size) * world_size
-    return (list(range(n)) + [0] * (total - n))[rank::world_size]
-
-
-def _padded_with_the_last(n, world_size, rank):
-    total = math.ceil(n / world_size) * world_size
-    return (list(range(n)) + [n - 1] * (total - n))[rank::world_size]
-
-
-def _drops_the_rest(n, world_size, rank):
-    return list(range(n))[: n // world_size * world_size][rank::world_size]
-
-
-SHARD_RIGHT = {
-    "modulo": _modulo,
-    "range, then modulo": _range_then_modulo,
-    "NumPy array": _numpy,
-    "tensor": _tensor,
-    "cycle": _cycle,
-    "tuple": lambda n, w, r: tuple(solution.shard_indices(n, w, r)),
-}
-
-SHARD_WRONG = [
-    ("no padding", _no_padding, "pad by repeating the first indices"),
-    ("contiguous", _contiguous, "deal them out in turn"),
-    ("reversed", _reversed, "in another order"),
-    ("a string", lambda n, w, r: "0,3,6,9", "returned the string"),
-    ("padded once", _padded_once, "n=2, world_size=5, rank=4 there are 0 indices"),
-    ("padded with zeros", _padded_with_zeros, "the padding is [0], not [1]"),
-    ("padded with the last", _padded_with_the_last, "the padding is [9], not [0]"),
-    ("drops the rest", _drops_the_rest, "there are 3 indices"),
+SHARD = [  # (name, answer, a fragment of the message; None for a right answer); w: world_size, r: rank
+    ("modulo", lambda n, w, r: [(r + i * w) % n for i in range(-(-n // w))], None),
+    ("the sampler", lambda n, w, r: list(DistributedSampler(range(n), w, r, shuffle=False)), "leaves out"),
+    ("NumPy array", lambda n, w, r: (np.arange(-(-n // w) * w) % n)[r::w], "(.tolist())"),
+    ("tensor", lambda n, w, r: torch.arange(r, -(-n // w) * w, w) % n, "(.tolist())"),
+    ("NumPy ints", lambda n, w, r: list((np.arange(-(-n // w) * w) % n)[r::w]), None),
+    ("no padding", lambda n, w, r: list(range(r, n, w)), "pad by repeating the first indices"),
+    ("contiguous", lambda n, w, r: list(range(n))[r * -(-n // w) :][: -(-n // w)], "deal them out in turn"),
+    ("reversed", lambda n, w, r: solution.shard_indices(n, w, r)[::-1], "in another order"),
+    ("off by one", lambda n, w, r: [(r + 1 + i * w) % n for i in range(-(-n // w))], "should be [0, 3"),
+    ("a string", lambda n, w, r: "0,3,6,9", "returned '0,3,6,9'"),
+    ("a set", lambda n, w, r: set(solution.shard_indices(n, w, r)), "returned {0, "),
+    ("padded once", _padded(lambda n, k: list(range(n))[:k]), "rank=4 there are 0 indices"),
+    ("padded with zeros", _padded(lambda n, k: [0] * k), "the padding is [0], not [1]"),
+    ("padded with the last", _padded(lambda n, k: [n - 1] * k), "the padding is [9], not [0]"),
+    ("drops the rest", lambda n, w, r: list(range(n - n % w))[r::w], "there are 3 indices"),
     ("floats", lambda n, w, r: [float(i) for i in solution.shard_indices(n, w, r)], "return a list of ints"),
 ]
 
 
-@pytest.mark.parametrize("answer", right_cases(SHARD_RIGHT))
-def test_shard_indices_right(answer, capsys):
-    right(check_shard_indices, answer, capsys)
+def _set(sampler, epoch):
+    sampler.set_epoch(epoch)
+    return sampler
 
 
-@pytest.mark.parametrize(("answer", "fragment"), wrong_cases(SHARD_WRONG))
-def test_shard_indices_wrong(answer, fragment):
-    wrong(check_shard_indices, answer, fragment)
+def _each(order):
+    """An answer that lists order(sampler, epoch, epochs) for each epoch."""
+    return lambda sampler, epochs: [order(sampler, epoch, epochs) for epoch in range(epochs)]
 
 
-# ---- exercise 2: orders_for_epochs ----
-
-
-def _set_epoch_in_a_comprehension(sampler, epochs):
-    return [(sampler.set_epoch(epoch), list(sampler))[1] for epoch in range(epochs)]
-
-
-def _epoch_attribute(sampler, epochs):
-    orders = []
-    for epoch in range(epochs):
-        sampler.epoch = epoch
-        orders.append(list(iter(sampler)))
-    return orders
-
-
-def _through_a_data_loader(sampler, epochs):
-    loader = DataLoader(range(20), sampler=sampler)
-    orders = []
-    for epoch in range(epochs):
-        sampler.set_epoch(epoch)
-        orders.append([int(batch) for batch in loader])
-    return orders
-
-
-def _batches_of_one(sampler, epochs):
-    loader = DataLoader(range(20), sampler=sampler)
-    orders = []
-    for epoch in range(epochs):
-        sampler.set_epoch(epoch)
-        orders.append(list(loader))
-    return orders
-
-
-def _a_generator(sampler, epochs):
-    for epoch in range(epochs):
-        sampler.set_epoch(epoch)
-        yield tuple(sampler)
-
-
-def _forgot_set_epoch(sampler, epochs):
-    return [list(sampler) for _ in range(epochs)]
-
-
-def _set_epoch_from_one(sampler, epochs):
-    orders = []
-    for epoch in range(1, epochs + 1):
-        sampler.set_epoch(epoch)
-        orders.append(list(sampler))
-    return orders
-
-
-def _set_epoch_zero(sampler, epochs):
-    orders = []
-    for _ in range(epochs):
-        sampler.set_epoch(0)
-        orders.append(list(sampler))
-    return orders
-
-
-def _own_shuffle(sampler, epochs):
-    orders = []
-    for _ in range(epochs):
-        order = list(sampler)
-        random.shuffle(order)
-        orders.append(order)
-    return orders
-
-
-ORDERS_RIGHT = {
-    "in a comprehension": _set_epoch_in_a_comprehension,
-    "sampler.epoch": _epoch_attribute,
-    "through a DataLoader": _through_a_data_loader,
-    "batches of one": _batches_of_one,
-    "a generator of tuples": _a_generator,
-}
-
-ORDERS_WRONG = [
-    ("forgot set_epoch", _forgot_set_epoch, "every epoch has the same order: call sampler.set_epoch(epoch)"),
-    ("epochs from 1", _set_epoch_from_one, "number the epochs from 0"),
-    ("set_epoch(0)", _set_epoch_zero, "every epoch has the same order"),
-    ("own shuffle", _own_shuffle, "the order of epoch 0 is not what the sampler yields"),
-    ("one epoch", lambda sampler, epochs: [list(sampler)], "returned 1 order(s)"),
-    ("one flat list", lambda sampler, epochs: list(sampler), "returned a list of 10 items"),
-    ("the sampler", lambda sampler, epochs: [sampler] * epochs, "returned a list of 3 items"),
+ORDERS = [  # s: the sampler, e: the epoch, k: the number of epochs
+    ("in a comprehension", lambda s, k: [(s.set_epoch(e), list(s))[1] for e in range(k)], None),
+    ("loader", _each(lambda s, e, k: [int(b) for b in DataLoader(range(20), sampler=_set(s, e))]), None),
+    ("batches of one", _each(lambda s, e, k: list(DataLoader(range(20), sampler=_set(s, e)))), None),
+    ("a generator of tuples", lambda s, k: (tuple(_set(s, e)) for e in range(k)), None),
+    ("forgot set_epoch", _each(lambda s, e, k: list(s)), "every epoch has the same order: call sampler.set_"),
+    ("set_epoch(0)", _each(lambda s, e, k: list(_set(s, 0))), "every epoch has the same order"),
+    ("set_epoch(epochs)", _each(lambda s, e, k: list(_set(s, k))), "every epoch has the same order"),
+    ("epochs from 1", _each(lambda s, e, k: list(_set(s, e + 1))), "number the epochs from 0"),
+    ("set_epoch after", _each(lambda s, e, k: (list(s), s.set_epoch(e))[0]), "the order of epoch 1 is not"),
+    ("own shuffle", _each(lambda s, e, k: random.sample(list(s), 10)), "the order of epoch 0 is not the"),
+    ("sorted", _each(lambda s, e, k: sorted(_set(s, e))), "the order of epoch 0 is not the sampler's"),
+    ("one epoch", lambda s, k: [list(s)], "returned 1 order(s)"),
+    ("one flat list", lambda s, k: list(s), "returned a list of 10 items"),
+    ("the sampler", lambda s, k: [s] * k, "returned a list of 3 items"),
 ]
 
 
-@pytest.mark.parametrize("answer", right_cases(ORDERS_RIGHT))
-def test_orders_for_epochs_right(answer, capsys):
-    right(check_orders_for_epochs, answer, capsys)
+def _args(change):
+    return lambda *inputs: change(solution.launch_args(*inputs))
 
 
-@pytest.mark.parametrize(("answer", "fragment"), wrong_cases(ORDERS_WRONG))
-def test_orders_for_epochs_wrong(answer, fragment):
-    wrong(check_orders_for_epochs, answer, fragment)
+def _line(text):
+    """An answer that puts nnodes, gpus_per_node, endpoint and job_id into text ({0} to {3}) and splits it."""
+    return lambda *inputs: text.format(*inputs).split()
 
 
-# ---- exercise 3: launch_args ----
+PAIRS = "--nnodes {0} --nproc_per_node {1} --rdzv_id {3} --rdzv_backend c10d --rdzv_endpoint {2} ddp_train.py"
+LINE = "--nnodes={0}:{0} --nproc-per-node={1} --rdzv-endpoint={2} --rdzv-id={3} "
+STATIC = "--nnodes={0} --nproc-per-node={1} --master-addr={2} ddp_train.py"
 
-
-def _args(transform):
-    def answer(nnodes, gpus_per_node, endpoint, job_id):
-        return transform(solution.launch_args(nnodes, gpus_per_node, endpoint, job_id))
-
-    return answer
-
-
-def _without(prefix):
-    return _args(lambda a: [x for x in a if not x.startswith(prefix)])
-
-
-def _pairs(nnodes, gpus_per_node, endpoint, job_id):
-    return [
-        "--nnodes",
-        str(nnodes),
-        "--nproc_per_node",
-        str(gpus_per_node),
-        "--rdzv_id",
-        job_id,
-        "--rdzv_backend",
-        "c10d",
-        "--rdzv_endpoint",
-        endpoint,
-        "ddp_train.py",
-    ]
-
-
-def _split(nnodes, gpus_per_node, endpoint, job_id):
-    line = (
-        f"--nnodes={nnodes}:{nnodes} --nproc-per-node={gpus_per_node} --max-restarts=3 --rdzv-backend=c10d "
-        f"--rdzv-endpoint={endpoint} --rdzv-id={job_id} notebooks/ddp_train.py --epochs 2"
-    )
-    return line.split()
-
-
-def _static(nnodes, gpus_per_node, endpoint, job_id):
-    host, port = endpoint.split(":")
-    return [f"--nnodes={nnodes}", f"--nproc-per-node={gpus_per_node}", f"--master-addr={host}"] + [
-        f"--master-port={port}",
-        "ddp_train.py",
-    ]
-
-
-LAUNCH_RIGHT = {
-    "pairs, underscores": _pairs,
-    "one line, split": _split,
-    "a tuple": _args(tuple),
-    "nproc-per-node=gpu": _args(
-        lambda a: [x if not x.startswith("--nproc") else "--nproc-per-node=gpu" for x in a]
-    ),
-}
-
-LAUNCH_WRONG = [
+LAUNCH = [  # n: nnodes, g: gpus_per_node, e: endpoint, j: job_id
+    ("pairs, underscores", _line(PAIRS), None),
+    ("one line, split", _line(LINE + "--rdzv-backend=c10d nb/ddp_train.py -e 2"), None),
+    ("a tuple", _args(tuple), None),
+    ("nproc-per-node=gpu", _args(lambda a: [x.replace("node=4", "node=gpu") for x in a]), None),
     ("standalone", _args(lambda a: ["--standalone", *a]), "--standalone is for one machine"),
-    (
-        "the old module",
-        _args(lambda a: [*a[:-1], "-m", "helpers.ddp"]),
-        "do not end with the script ddp_train.py",
-    ),
+    ("the old module", _args(lambda a: [*a[:-1], "-m", "helpers.ddp"]), "do not end with the script"),
     ("another script", _args(lambda a: [*a[:-1], "train.py"]), "do not end with the script ddp_train.py"),
-    ("one string", _args(lambda a: " ".join(a)), "returned one string"),
+    ("python first", _args(lambda a: [*a[:-1], "python", "ddp_train.py"]), "the word python comes before"),
+    ("one string", _args(" ".join), "returned one string"),
     ("with torchrun", _args(lambda a: ["torchrun", *a]), "starts with the word 'torchrun'"),
-    ("no rdzv-id", _without("--rdzv-id"), "--rdzv-id is"),
-    ("no backend", _without("--rdzv-backend"), "--rdzv-backend is static, not c10d"),
-    ("no nproc", _without("--nproc-per-node"), "--nproc-per-node is 1, not 4"),
-    ("ints", lambda nnodes, gpus, endpoint, job: ["--nnodes", nnodes], "not strings but int"),
-    ("static rendezvous", _static, "--rdzv-backend is static"),
-    ("unknown option", _args(lambda a: ["--gpus=4", *a]), "torchrun cannot parse these arguments"),
-    (
-        "ignores the inputs",
-        lambda nnodes, gpus, endpoint, job: solution.launch_args(2, 4, "10.0.0.1:29400", "cifar"),
-        "the arguments do not follow the inputs",
-    ),
-    (
-        "swapped counts",
-        lambda nnodes, gpus, endpoint, job: solution.launch_args(gpus, nnodes, endpoint, job),
-        "--nnodes is 4, not 2",
-    ),
+    ("no rdzv-id", _args(lambda a: [x for x in a if "rdzv-id" not in x]), "--rdzv-id is none, not cifar"),
+    ("no backend", _args(lambda a: [x for x in a if "backend" not in x]), "is static, not c10d"),
+    ("no nproc", _args(lambda a: [x for x in a if "nproc" not in x]), "--nproc-per-node is 1, not 4"),
+    ("ints", lambda n, g, e, j: ["--nnodes", n], "some arguments are int, not strings"),
+    ("static rendezvous", _line(STATIC), "--rdzv-backend is static"),
+    ("unknown option", _args(lambda a: ["--gpus=4", *a]), "torchrun says: unrecognized arguments"),
+    ("ignores the inputs", lambda *_: solution.launch_args(2, 4, "10.0.0.1:29400", "cifar"), "do not follow"),
+    ("swapped counts", lambda n, g, e, j: solution.launch_args(g, n, e, j), "--nnodes is 4, not 2"),
+    ("all processes", lambda n, g, e, j: solution.launch_args(n, n * g, e, j), "is 8, not 4"),
 ]
 
-
-@pytest.mark.parametrize("answer", right_cases(LAUNCH_RIGHT))
-def test_launch_args_right(answer, capsys):
-    right(check_launch_args, answer, capsys)
+TABLES = {check_shard_indices: SHARD, check_orders_for_epochs: ORDERS, check_launch_args: LAUNCH}
+CASES = [pytest.param(c, *case, id=f"{c.__name__[6:]}: {case[0]}") for c, t in TABLES.items() for case in t]
 
 
-@pytest.mark.parametrize(("answer", "fragment"), wrong_cases(LAUNCH_WRONG))
-def test_launch_args_wrong(answer, fragment):
-    wrong(check_launch_args, answer, fragment)
+@pytest.mark.parametrize(("check", "name", "answer", "fragment"), CASES)
+def test_an_answer(check, name, answer, fragment, capsys):
+    if fragment is None:
+        right(check, answer, capsys)
+    else:
+        wrong(check, answer, fragment)

@@ -1,17 +1,8 @@
-"""Checks for the exercises of ``05_distributed_data_parallel``.
+"""Checks for the exercises of ``05_distributed_data_parallel``: each runs the function on the CPU."""
 
-None of them takes a device; each runs the learner's function on ``Machine.cpu()`` of
-``helpers.checks.harness``, where a GPU is said to exist but using it is refused, so that a stray
-``"cuda"`` gives the same message on every machine.
-"""
-
-from __future__ import annotations
-
-import contextlib
-import io
-from collections.abc import Callable, Mapping
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import torch
@@ -19,203 +10,119 @@ from torch.distributed.run import get_args_parser
 from torch.utils.data import DistributedSampler
 
 from helpers.checks import fail
-from helpers.checks.harness import Machine, describe, exercise, short
+from helpers.checks.harness import Forbidden, Machine, describe, exercise, short
 
 __all__ = ["check_launch_args", "check_orders_for_epochs", "check_shard_indices"]
 
 
-def _machine(fix: str) -> Machine:
-    m = Machine.cpu()
-    m.cuda_fix = fix
-    return m
-
-
 def _ints(value: Any) -> list[int] | None:
     """``value`` as a list of ints, if it is a sequence of integers (a list, tuple, range, array, tensor)."""
-    if isinstance(value, torch.Tensor):
-        if value.ndim != 1 or value.is_floating_point() or value.is_meta:
-            return None
+    if isinstance(value, torch.Tensor | np.ndarray) and value.ndim == 1 and not getattr(value, "is_meta", 0):
         value = value.tolist()
-    elif isinstance(value, np.ndarray):
-        if value.ndim != 1 or not np.issubdtype(value.dtype, np.integer):
-            return None
-        value = value.tolist()
-    if isinstance(value, str | bytes | Mapping) or not isinstance(value, list | tuple | range):
+    if not isinstance(value, list | tuple | range):
         return None
-    out = []
-    for item in value:
-        if isinstance(item, torch.Tensor) and item.numel() == 1 and not item.is_floating_point():
-            item = item.item()
-        if isinstance(item, bool) or not isinstance(item, int | np.integer):
-            return None
-        out.append(int(item))
-    return out
+    items = [v.item() if torch.is_tensor(v) and v.numel() == 1 and not v.is_meta else v for v in value]
+    ints = all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in items)
+    return [int(v) for v in items] if ints else None
 
 
-@exercise(
-    "write shard_indices(n, world_size, rank) so that it returns the list of indices that "
-    "an unshuffled DistributedSampler gives that rank"
-)
+def _mistake(got: list[int], expected: list[int], n: int, size: int, rank: int) -> tuple[str, str]:
+    """What is wrong with the indices ``got`` of ``rank``, where the sampler gives ``expected``; the fix."""
+    case = f"for n={n}, world_size={size}, rank={rank}"
+    if len(got) != len(expected):
+        mistake = f"{case} there are {len(got)} indices, but each rank gets ceil(n / world_size)"
+        return mistake, "pad by repeating the first indices, from the start again if they run out"
+    padding = [p for p in range(len(expected)) if rank + p * size >= n]
+    if padding and all(got[p] == expected[p] for p in range(len(expected)) if p not in padding):
+        pads = short([got[p] for p in padding], 30), short([expected[p] for p in padding], 30)
+        return f"{case} the padding is {pads[0]}, not {pads[1]}", "pad with the first indices, 0, 1, 2, ..."
+    if sorted(got) == sorted(expected):
+        return f"{case} the indices {short(got, 40)} are in another order", "keep the sampler's order"
+    mistake = f"{case} the indices should be {short(expected, 40)}, not {short(got, 40)}"
+    return mistake, "deal them out in turn (rank r gets r, r + world_size, r + 2 * world_size, ...)"
+
+
+def _no_sampler(self: DistributedSampler) -> None:
+    raise Forbidden(
+        "shard_indices asks DistributedSampler, which the task leaves out", "deal them out yourself"
+    )
+
+
+@exercise("write shard_indices(n, world_size, rank) so that it returns what an unshuffled sampler gives rank")
 def check_shard_indices(shard_indices: Callable) -> str:
-    """Exercise 1: the indices DistributedSampler(shuffle=False) gives each rank, padding included."""
-    m = _machine("compute the indices with Python alone")
-    for n, world_size in ((10, 3), (8, 2), (5, 4), (3, 4), (2, 5), (1, 3)):
-        for rank in range(world_size):
-            expected = list(DistributedSampler(range(n), num_replicas=world_size, rank=rank, shuffle=False))
-            answer = m.run(shard_indices, n, world_size, rank)
-            case = f"n={n}, world_size={world_size}, rank={rank}"
-            if answer is None:
-                fail(f"for {case} shard_indices returned None", "return the list of indices")
-            got = _ints(answer)
-            if got is None:
-                fail(f"for {case} shard_indices returned {describe(answer)}", "return a list of ints")
-            if got == expected:
-                continue
-            if len(got) != len(expected):
-                fail(
-                    f"for {case} there are {len(got)} indices, but each rank gets ceil(n / world_size) = "
-                    f"{len(expected)}",
-                    "pad by repeating the first indices, from the start again if they run out",
-                )
-            padding = [p for p in range(len(expected)) if rank + p * world_size >= n]
-            if padding and all(got[p] == expected[p] for p in range(len(expected)) if p not in padding):
-                fail(
-                    f"for {case} the padding is {short([got[p] for p in padding], 30)}, not "
-                    f"{short([expected[p] for p in padding], 30)}",
-                    "pad with the first indices, 0, 1, 2, ..., from the start again if they run out",
-                )
-            if sorted(got) == sorted(expected):
-                fail(
-                    f"for {case} the indices are right but in another order, {short(got, 40)}",
-                    "keep the order in which the sampler deals them",
-                )
-            fail(
-                f"for {case} the indices should be {short(expected, 40)}, not {short(got, 40)}",
-                "deal them out in turn (rank r gets r, r + world_size, r + 2 * world_size, ...)",
-            )
+    for n, size in ((10, 3), (8, 2), (5, 4), (3, 4), (2, 5), (1, 3)):
+        for rank in range(size):
+            expected = list(DistributedSampler(range(n), num_replicas=size, rank=rank, shuffle=False))
+            with mock.patch.object(DistributedSampler, "__iter__", _no_sampler):
+                answer = Machine.cpu().run(shard_indices, n, size, rank)
+            if not isinstance(answer, list) or (got := _ints(answer)) is None:
+                fail(f"shard_indices returned {short(repr(answer), 50)}", "return a list of ints (.tolist())")
+            if got != expected:
+                fail(*_mistake(got, expected, n, size, rank))
     return "each rank's share, padding included, as DistributedSampler deals it"
 
 
-def _sampler() -> DistributedSampler:
-    return DistributedSampler(range(20), num_replicas=2, rank=1, shuffle=True, seed=0)
+def _sampler(epoch: int = 0) -> DistributedSampler:
+    sampler = DistributedSampler(range(20), num_replicas=2, rank=1, shuffle=True, seed=0)
+    sampler.set_epoch(epoch)
+    return sampler
 
 
-def _orders(first_epoch: int, epochs: int) -> list[list[int]]:
-    orders = []
-    for epoch in range(first_epoch, first_epoch + epochs):
-        reference = _sampler()
-        reference.set_epoch(epoch)
-        orders.append(list(reference))
-    return orders
-
-
-@exercise(
-    "write orders_for_epochs(sampler, epochs) so that it returns, for each epoch, the list of indices "
-    "that sampler yields in that epoch"
-)
+@exercise("write orders_for_epochs(sampler, epochs) so that it returns what sampler yields in each epoch")
 def check_orders_for_epochs(orders_for_epochs: Callable) -> str:
-    """Exercise 2: a new shuffle each epoch, via sampler.set_epoch(epoch), epochs counted from 0."""
-    m = _machine("use the sampler alone")
-    answer = m.run(orders_for_epochs, _sampler(), 3, consume=100)
-    if answer is None:
-        fail("orders_for_epochs returned None", "return one list of indices per epoch")
-    orders = [_ints(order) for order in answer] if isinstance(answer, list | tuple) else None
-    if orders is None or any(order is None for order in orders):
-        fail(
-            f"orders_for_epochs returned {describe(answer)}", "return a list with one list of ints per epoch"
-        )
+    answer = Machine.cpu().run(orders_for_epochs, _sampler(), 3, consume=100)
+    orders = [_ints(order) for order in answer] if isinstance(answer, list | tuple) else [None]
+    if None in orders:
+        fail(f"orders_for_epochs returned {describe(answer)}", "return one list of ints per epoch")
     if len(orders) != 3:
         fail(f"orders_for_epochs(sampler, 3) returned {len(orders)} order(s)", "return one per epoch, 3")
-    if orders == _orders(0, 3):
-        return "set_epoch gives each epoch its own shuffle, the same on every rank"
     if orders[0] == orders[1] == orders[2]:
-        fail(
-            "every epoch has the same order",
-            "call sampler.set_epoch(epoch) with the epoch's number at the start of each epoch",
-        )
-    if orders == _orders(1, 3):
+        fail("every epoch has the same order", "call sampler.set_epoch(epoch) at the start of each epoch")
+    if orders == [list(_sampler(epoch)) for epoch in (1, 2, 3)]:
         fail("the orders are those of epochs 1, 2 and 3", "number the epochs from 0, as range(epochs) does")
-    epoch = next(e for e in range(3) if orders[e] != _orders(e, 1)[0])
-    fail(
-        f"the order of epoch {epoch} is not what the sampler yields after set_epoch({epoch})",
-        "for each epoch, call set_epoch(epoch), then list the sampler's indices",
-    )
-    return ""  # not reached
+    if wrong := [epoch for epoch in range(3) if orders[epoch] != list(_sampler(epoch))]:
+        fail(f"the order of epoch {wrong[0]} is not the sampler's", "call set_epoch(epoch), then list it")
+    return "set_epoch gives each epoch its own shuffle, the same on every rank"
 
 
-def _parse(arguments: list[str]) -> Any:
-    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
-        try:
-            return get_args_parser().parse_args(list(arguments))
-        except SystemExit:
-            return None
-
-
-def _nnodes(value: Any, expected: int) -> bool:
-    return str(value) in {str(expected), f"{expected}:{expected}"}
-
-
-def _arguments(answer: Any) -> list[str]:
-    if answer is None:
-        fail("launch_args returned None", "return the list of arguments")
+def _parse(launch_args: Callable, *inputs: Any) -> Any:
+    answer = Machine.cpu().run(launch_args, *inputs)
     if isinstance(answer, str):
-        fail(
-            "launch_args returned one string",
-            "return a list of strings, one per argument (e.g. line.split())",
-        )
+        fail("launch_args returned one string", "return one string per argument, as line.split() gives")
     if not isinstance(answer, list | tuple):
         fail(f"launch_args returned {describe(answer)}", "return a list of strings, one per argument")
-    kinds = sorted({type(part).__name__ for part in answer if not isinstance(part, str)})
-    if kinds:
-        fail(
-            f"some arguments are not strings but {', '.join(kinds)}",
-            "make each one a string, e.g. f'--nnodes={nnodes}'",
-        )
-    if answer and answer[0] == "torchrun":
+    if kinds := sorted({type(part).__name__ for part in answer if not isinstance(part, str)}):
+        fail(f"some arguments are {', '.join(kinds)}, not strings", "write each as a string")
+    if list(answer[:1]) == ["torchrun"]:
         fail("the list starts with the word 'torchrun'", "return only its arguments")
     if "--standalone" in answer:
-        fail(
-            "--standalone is for one machine (it makes up its own rendezvous)", "drop it for several machines"
-        )
-    return list(answer)
+        fail("--standalone is for one machine (it makes up a rendezvous)", "drop it for several machines")
+    parser = get_args_parser()
+    parser.error = lambda why: fail(f"torchrun says: {short(why, 60)}", "use torchrun's own options")
+    return parser.parse_args(list(answer))
 
 
-@exercise(
-    "write launch_args(nnodes, gpus_per_node, endpoint, job_id) so that it returns the torchrun arguments, "
-    "a list of strings, that every machine runs"
-)
+def _wrong_settings(parsed: Any, nnodes: int, gpus: int, endpoint: str, job_id: str) -> list[str]:
+    """What in the parsed arguments does not say ``nnodes`` machines of ``gpus`` processes each."""
+    settings = {
+        "nnodes": (parsed.nnodes, f"{nnodes}", f"{nnodes}:{nnodes}"),
+        "nproc-per-node": (parsed.nproc_per_node, f"{gpus}", "gpu"),
+        "rdzv-backend": (parsed.rdzv_backend, "c10d"),
+        "rdzv-endpoint": (parsed.rdzv_endpoint or "unset", endpoint),
+        "rdzv-id": (parsed.rdzv_id, job_id),
+    }
+    return [f"--{k} is {got!s:.20}, not {ok[0]}" for k, (got, *ok) in settings.items() if f"{got}" not in ok]
+
+
+@exercise("write launch_args(nnodes, gpus_per_node, endpoint, job_id) to return the torchrun arguments")
 def check_launch_args(launch_args: Callable) -> str:
-    """Exercise 3: torchrun arguments for one of several machines, with the c10d rendezvous."""
-    m = _machine("only build the list of arguments")
-    answer = _arguments(m.run(launch_args, 2, 4, "10.0.0.1:29400", "cifar"))
-    parsed = _parse(answer)
-    if parsed is None:
-        fail(
-            f"torchrun cannot parse these arguments: {short(' '.join(answer), 80)}",
-            "use torchrun's own options",
-        )
-    if parsed.module or Path(parsed.training_script).name != "ddp_train.py":
+    parsed = _parse(launch_args, 2, 4, "10.0.0.1:29400", "cifar")
+    if parsed.training_script == "python":
+        fail("the word python comes before the script", "drop it, torchrun runs the script with Python")
+    if parsed.module or parsed.training_script.split("/")[-1] != "ddp_train.py":
         fail("the arguments do not end with the script ddp_train.py", "end with 'ddp_train.py'")
-    problems = []
-    if not _nnodes(parsed.nnodes, 2):
-        problems.append(f"--nnodes is {short(parsed.nnodes, 10)}, not 2")
-    if str(parsed.nproc_per_node) not in {"4", "gpu"}:
-        problems.append(f"--nproc-per-node is {short(parsed.nproc_per_node, 10)}, not 4")
-    if parsed.rdzv_backend != "c10d":
-        problems.append(f"--rdzv-backend is {short(parsed.rdzv_backend, 10)}, not c10d")
-    if parsed.rdzv_endpoint != "10.0.0.1:29400":
-        problems.append(f"--rdzv-endpoint is {short(repr(parsed.rdzv_endpoint), 20)}, not the endpoint")
-    if parsed.rdzv_id != "cifar":
-        problems.append(f"--rdzv-id is {short(repr(parsed.rdzv_id), 20)}, not the job's id")
-    if problems:
+    if problems := _wrong_settings(parsed, 2, 4, "10.0.0.1:29400", "cifar"):
         fail("; ".join(problems[:2]), "set each from the function's arguments")
-    again = _parse(_arguments(m.run(launch_args, 3, 8, "node0:1234", "run7")))
-    got = (
-        None if again is None else (again.nproc_per_node in {"8", "gpu"}, again.rdzv_endpoint, again.rdzv_id)
-    )
-    if again is None or not _nnodes(again.nnodes, 3) or got != (True, "node0:1234", "run7"):
-        fail(
-            "the arguments do not follow the inputs",
-            "build them from nnodes, gpus_per_node, endpoint and job_id",
-        )
+    if _wrong_settings(_parse(launch_args, 3, 8, "node0:1234", "run7"), 3, 8, "node0:1234", "run7"):
+        fail("the arguments do not follow the inputs", "build them from the function's four arguments")
     return "torchrun reads these as one of 2 machines with 4 processes each, meeting at the endpoint"
