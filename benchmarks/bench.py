@@ -47,8 +47,10 @@ from benchlib import (  # noqa: E402
     LossStep,
     adam,
     bench_failures,
+    describe_result,
     device_name,
     result_stem,
+    scheduled,
     time_to_accuracy,
 )
 
@@ -64,7 +66,7 @@ from helpers.fastpath import (  # noqa: E402
     train_epoch,
 )
 from helpers.models import Tudui  # noqa: E402
-from helpers.timing import Stopwatch, describe_result, results_dir  # noqa: E402
+from helpers.timing import Stopwatch, results_dir  # noqa: E402
 from helpers.train import evaluate  # noqa: E402
 
 SEED = 0
@@ -293,16 +295,12 @@ def train_run(pipe: Pipeline, data: dict, epochs: int, label: str, *, test: bool
         record["warmup_seconds"] = pipe.warm_up(data)
         for epoch in range(epochs):
             with Stopwatch(device) as watch:
+                first = epoch * len(pipe.loader)
+                batches = scheduled(
+                    pipe.loader, pipe.optimizer, pipe.schedule, first, device, pipe.non_blocking
+                )
                 stats = train_epoch(
-                    pipe.net,
-                    pipe.loader,
-                    pipe.optimizer,
-                    device,
-                    schedule=pipe.schedule,
-                    first_step=epoch * len(pipe.loader),
-                    scaler=pipe.scaler,
-                    non_blocking=pipe.non_blocking,
-                    loss_step=pipe.step,
+                    pipe.net, batches, pipe.optimizer, device, scaler=pipe.scaler, loss_step=pipe.step
                 )
             record["epoch_seconds"].append(watch.seconds)
             record["epoch_images"].append(stats.samples)

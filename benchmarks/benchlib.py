@@ -10,7 +10,7 @@ import math
 import numbers
 import platform
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +18,6 @@ import torch
 from torch import nn
 
 from helpers import _args
-from helpers.fastpath import _maybe_fused
 
 # The tutorial's recipe: Tudui with SGD at batch 64, lr 0.01. SGD's scaling rule starts from it.
 BASELINE_BATCH_SIZE, BASELINE_LR = 64, 0.01
@@ -37,12 +36,19 @@ LOSS_LIMIT = 2 * math.log(10)  # twice the loss of a uniform guess over ten clas
 
 
 def adam(params: Iterable, lr: float, *, fused: bool = False) -> tuple[torch.optim.Adam, str]:
-    """``torch.optim.Adam(params, lr)``, fused where asked and possible.
+    """``torch.optim.Adam(params, lr)``, fused where asked; and which it is, in words (as ``sgd`` says)."""
+    return torch.optim.Adam(params, lr, fused=fused or None), "fused" if fused else "default"
 
-    Returns the optimizer and a few words on which implementation it uses, as
-    ``helpers.fastpath.sgd`` does.
-    """
-    return _maybe_fused(torch.optim.Adam, "Adam", params, fused, lr=lr)
+
+def scheduled(
+    loader: Iterable, optimizer: Any, schedule: Any, first_step: int, device: Any, non_blocking: bool = False
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """``loader``'s batches on ``device`` (copied with ``non_blocking``), each after
+    ``schedule.apply(optimizer, first_step + i)`` set its step's learning rate (``None``: no schedule)."""
+    for step, (inputs, targets) in enumerate(loader):
+        if schedule is not None:
+            schedule.apply(optimizer, first_step + step)
+        yield inputs.to(device, non_blocking=non_blocking), targets.to(device, non_blocking=non_blocking)
 
 
 class LossStep(nn.Module):
@@ -285,3 +291,103 @@ def bench_failures(result: dict[str, Any]) -> list[dict]:
         if why:
             failures.append({"where": f"ladder step {rung['step']!r}", "path": rung["key"], "why": why})
     return failures
+
+
+def _fmt(value: float | None, pattern: str, missing: str = "none") -> str:
+    return missing if value is None else format(value, pattern)
+
+
+def _data(settings: dict) -> str:
+    """The data a result trained on, naming an older version of the synthetic stand-in as such."""
+    from helpers.data import STAND_IN_VERSION
+
+    version = settings.get("stand_in", 1)  # results from before the field were made on version 1
+    if settings.get("data") != "synthetic stand-in" or version == STAND_IN_VERSION:
+        return str(settings.get("data"))
+    return f"synthetic stand-in (version {version}, far easier than today's: its accuracies do not compare)"
+
+
+def describe_result(result: dict) -> str:
+    """What a bench result (schema 2) measured, on which hardware and when: every run, never a mean alone.
+
+    Each run's images per second, test accuracy and ratio, the time to the baseline's accuracy, the
+    warm-up, the ladder of steps, a ``FAILURE`` line for every failure recorded, and the targets.
+    """
+    device, settings, summary = result["device"], result["settings"], result["summary"]
+    runs = result.get("runs", [])
+    lines = [
+        f"{device['name']} ({device['type']}), measured {result['date'][:10]} with torch "
+        f"{result['versions']['torch']}"
+        + (f", CUDA {result['versions'].get('cuda')}" if device["type"] == "cuda" else "")
+        + (" (a quick run)" if settings.get("quick") else ""),
+        f"Tudui on {settings['train_size']:,} {_data(settings)} training images, {len(runs)} run(s) of each "
+        f"pipeline: the baseline {settings['epochs']} epochs per run, the fast paths "
+        f"{settings.get('fast_epochs', settings['epochs'])}; tested on {settings['test_size']:,} images "
+        "after every epoch (images/s: the median epoch from epoch 2 on)",
+    ]
+    if result.get("incomplete"):
+        lines.insert(1, f"INCOMPLETE: {result['incomplete']}: what follows is what the bench finished")
+    lines += [
+        f"  {name}: {settings['paths'][p]['description']}"
+        for p, name in PATH_NAMES.items()
+        if p in settings.get("paths", {})
+    ]
+    for number, run in enumerate(runs, start=1):
+        parts = [
+            f"{name} {_fmt(run[p].get('images_per_second'), ',.0f', 'no')} images/s, test "
+            + _fmt(run[p].get("test_accuracy"), ".1%", "not measured")
+            + (" (non-finite)" if run[p].get("status") == "non-finite" else "")
+            for p, name in PATH_NAMES.items()
+            if run.get(p) is not None
+        ]
+        line = (
+            f"run {number}: "
+            + "; ".join(parts)
+            + f"; fast path / baseline {_fmt(run.get('ratio'), '.2f', 'no')}x"
+        )
+        reach = run.get("time_to_accuracy") or {}
+        if reach.get("target") is not None and reach.get("seconds") is not None:
+            line += (
+                f"; fast path reached the baseline's {reach['target']:.1%} after epoch {reach['epoch']}, "
+                f"{reach['seconds']:.2f} s"
+            )
+        elif reach.get("target") is not None:
+            line += f"; fast path never reached the baseline's {reach['target']:.1%}"
+        lines.append(line)
+    ratio = summary.get("ratio") or {}
+    if ratio.get("runs"):
+        every = ", ".join(_fmt(r, ".2f") + "x" for r in ratio["runs"])
+        first = _fmt(ratio["first_run"], ".2f", "no")
+        lines.append(f"fast path / baseline: {first}x in the first run; every run: {every}")
+    for path, seconds in (summary.get("warmup_seconds") or {}).items():
+        each = ", ".join(f"{s:.2f}" for s in seconds)
+        lines.append(f"warm-up and compilation of {PATH_NAMES.get(path, path)} (s): {each}")
+    if result.get("recipe_check"):
+        lines.append(f"recipe check: {result['recipe_check']['verdict']}")
+    ladder = result.get("ladder") or []
+    if ladder:
+        lines.append(
+            f"ladder, each step added to the ones above ({settings.get('ladder_epochs')} epochs each; "
+            "x the step before, x the baseline):"
+        )
+    width = max((len(rung["step"]) for rung in ladder), default=0)
+    for rung in ladder:
+        text = f"  {rung['step']:<{width}}  " + (
+            f"skipped: {rung['skipped']}"
+            if rung.get("skipped")
+            else f"{_fmt(rung.get('images_per_second'), '12,.0f', 'no')} images/s"
+        )
+        if rung.get("speedup_previous") is not None:
+            text += f"  {rung['speedup_previous']:6.2f}x  {rung['speedup_seed']:7.2f}x"
+        lines.append(text + ("  <- the fast path" if rung.get("fast_path") else ""))
+    lines += [f"FAILURE: {failure['where']}: {failure['why']}" for failure in result.get("failures") or []]
+    targets = result.get("targets") or {}
+    verdicts = [
+        f"{target.get('text') or name.replace('_', ' ')}: "
+        + ("not judged" if target["met"] is None else "met" if target["met"] else "NOT met")
+        for name, target in targets.items()
+        if isinstance(target, dict) and "met" in target
+    ]
+    if verdicts:
+        lines.append(f"targets ({targets.get('judged_on', 'as recorded')}): " + "; ".join(verdicts))
+    return "\n".join(lines)

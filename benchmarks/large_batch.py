@@ -29,7 +29,15 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchlib import ADAM_BASE_BATCH_SIZE, ADAM_BASE_LR, LargeBatchSchedule, adam, device_name, result_stem  # noqa: E402
+from benchlib import (  # noqa: E402
+    ADAM_BASE_BATCH_SIZE,
+    ADAM_BASE_LR,
+    LargeBatchSchedule,
+    adam,
+    device_name,
+    result_stem,
+    scheduled,
+)
 
 from helpers.data import STAND_IN_VERSION, SyntheticCIFAR10, load_cifar10  # noqa: E402
 from helpers.devices import pick_device  # noqa: E402
@@ -132,9 +140,8 @@ def train(kind: str, batch: int, data: dict, device: torch.device, args, precisi
         try:
             with Stopwatch(device) as watch:
                 first = epoch * len(loader)
-                stats = train_epoch(
-                    net, loader, optimizer, device, schedule=schedule, first_step=first, scaler=scaler
-                )
+                batches = scheduled(loader, optimizer, schedule, first, device)
+                stats = train_epoch(net, batches, optimizer, device, scaler=scaler)
         except FloatingPointError as error:
             record["status"], record["error"] = "non-finite", f"epoch {epoch + 1}: {error}"
             print(f"  epoch {epoch + 1}: NON-FINITE ({error})", flush=True)

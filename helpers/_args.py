@@ -1,34 +1,20 @@
-"""Argument checks shared by the helpers: each error names the function, the argument, what was given
-and what to give instead. Private: the public functions call these first thing."""
-
-from __future__ import annotations
+"""Argument checks the helpers share: each error names the function, the argument, what was given and
+what to give instead."""
 
 import numbers
-from typing import Any
 
 import numpy as np
 
 
-def shown(value: Any, limit: int = 60) -> str:
-    """``repr(value)``, cut to ``limit`` characters (a tensor or a dataset can print for pages)."""
+def shown(value) -> str:
+    """``repr(value)``, cut to 60 characters (a tensor or a dataset can print for pages)."""
     text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
-def integer(
-    value: Any,
-    name: str,
-    caller: str,
-    *,
-    minimum: int | None = None,
-    allow_none: bool = False,
-    meaning: str = "",
-) -> int | None:
-    """``value`` as an ``int`` (NumPy integers too, never ``bool``), at least ``minimum``.
-
-    A float with a whole value (``1e4``) is refused all the same: it is usually a typo for an int,
-    and slicing and ``range`` refuse it later with an error that names neither argument.
-    """
+def integer(value, name: str, caller: str, *, minimum=None, allow_none=False, meaning="") -> int | None:
+    """``value`` as an ``int``, at least ``minimum``: a NumPy integer too, but never a ``bool``, nor a
+    float even with a whole value (``1e4``), which is usually a typo for an int."""
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
@@ -38,18 +24,14 @@ def integer(
             f"{caller}: {what}a whole number{' or None' if allow_none else ''}; "
             f"got {type(value).__name__} {shown(value)}. Write it as an int, e.g. {name}={example}."
         )
-    value = int(value)
     if minimum is not None and value < minimum:
-        what = f" ({meaning})" if meaning else ""
-        raise ValueError(f"{caller}: {name}{what} must be {minimum} or more, got {value}.")
-    return value
+        what = f"{name} ({meaning})" if meaning else name
+        raise ValueError(f"{caller}: {what} must be {minimum} or more, got {value}.")
+    return int(value)
 
 
-def boolean(value: Any, name: str, caller: str, *, meaning: str = "") -> bool:
+def boolean(value, name: str, caller: str) -> bool:
     """``value`` if it is ``True`` or ``False`` (a NumPy bool too); else a ``TypeError`` naming ``name``."""
-    if isinstance(value, bool | np.bool_):
-        return bool(value)
-    what = f" ({meaning})" if meaning else ""
-    raise TypeError(
-        f"{caller}: {name}{what} must be True or False, got {type(value).__name__} {shown(value)}."
-    )
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{caller}: {name} must be True or False, got {type(value).__name__} {shown(value)}.")
+    return bool(value)

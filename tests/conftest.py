@@ -8,7 +8,7 @@ requires_two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="ne
 @pytest.fixture(autouse=True)
 def _clean_course_env(monkeypatch):
     """Each test starts from the defaults; tests that need a variable set it themselves."""
-    for name in ("COURSE_DATA", "COURSE_DATA_CACHE", "COURSE_DATA_DIR", "COURSE_QUICK"):
+    for name in ("COURSE_DATA", "COURSE_DATA_DIR", "COURSE_QUICK"):
         monkeypatch.delenv(name, raising=False)
 
 

@@ -1,7 +1,5 @@
-"""Smoke tests of benchmarks/: each script runs in its quickest form on the CPU and writes what it says.
-
-Each runs in this process, on a few hundred synthetic images, into a temporary folder.
-"""
+"""Smoke tests of benchmarks/: each script runs in its quickest form on the CPU, in this process, on a few
+hundred synthetic images, and writes what it says into a temporary folder."""
 
 import json
 import sys
@@ -10,12 +8,13 @@ from pathlib import Path
 import pytest
 
 from helpers.recorded import find_recording
-from helpers.timing import describe_result, load_results
+from helpers.timing import load_results
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench  # noqa: E402
+import benchlib  # noqa: E402
 import calibrate_data  # noqa: E402
 import gpu_check  # noqa: E402
 import large_batch  # noqa: E402
@@ -38,9 +37,8 @@ def test_the_quick_bench_writes_its_runs_its_ratio_and_its_plot(tmp_path):
     (run,) = written["runs"]
     for path in ("seed_pipeline", "fast_path", "linear_scaling_only"):
         assert len(run[path]["epoch_test_accuracy"]) == 2 and run[path]["images_per_second"] > 0
-    assert run["ratio"] == pytest.approx(
-        run["fast_path"]["images_per_second"] / run["seed_pipeline"]["images_per_second"]
-    )
+    speeds = [run[path]["images_per_second"] for path in ("fast_path", "seed_pipeline")]
+    assert run["ratio"] == pytest.approx(speeds[0] / speeds[1])
     assert run["time_to_accuracy"]["target"] == run["seed_pipeline"]["test_accuracy"]
     ladder = {rung["key"]: rung for rung in written["ladder"]}
     assert ladder["seed"]["images_per_second"] > 0 and ladder["compile"]["skipped"]
@@ -48,11 +46,8 @@ def test_the_quick_bench_writes_its_runs_its_ratio_and_its_plot(tmp_path):
     assert "ratio" in written["targets"]
     assert written["exit_status"] == (1 if bench.failing(written["failures"]) else 0)
     (loaded,) = load_results(tmp_path, quick=True)  # as 06_performance reads a result
-    assert "run 1: " in describe_result(loaded)
-
-
-def test_the_bench_refuses_a_run_too_short_to_time(tmp_path):
-    with pytest.raises(SystemExit, match="2 or more"):
+    assert "run 1: " in benchlib.describe_result(loaded)
+    with pytest.raises(SystemExit, match="2 or more"):  # epochs: the first is warm-up
         bench.run(["--epochs", "1", "--device", "cpu", "--out", str(tmp_path)])
 
 
@@ -69,13 +64,10 @@ def test_gpu_check_writes_the_layout_that_helpers_recorded_reads(tmp_path):
 
 
 def test_gpu_check_keeps_the_text_and_drops_progress_bars():
-    outputs = [
-        {"output_type": "stream", "name": "stdout", "text": "epoch 1\n"},
-        {"output_type": "stream", "name": "stderr", "text": "\repoch 1:  50%|█    | 1/2 [00:01<00:01]"},
-        {"output_type": "stream", "name": "stdout", "text": "accuracy 55.0%\n"},
-        {"output_type": "stream", "name": "stderr", "text": "UserWarning: a real warning\n"},
-    ]
-    notebook = {"cells": [{"cell_type": "code", "outputs": outputs}]}
+    texts = [("stdout", "epoch 1\n"), ("stderr", "\repoch 1:  50%|█    | 1/2 [00:01<00:01]"),
+             ("stdout", "accuracy 55.0%\n"), ("stderr", "UserWarning: a real warning\n")]  # fmt: skip
+    notebook = {"cells": [{"cell_type": "code", "outputs": [{"output_type": "stream", "name": n, "text": t}
+                                                            for n, t in texts]}]}  # fmt: skip
     assert gpu_check.clean_outputs(notebook) == 2
     assert notebook["cells"][0]["outputs"] == [
         {"output_type": "stream", "name": "stdout", "text": "epoch 1\naccuracy 55.0%\n"},
@@ -84,37 +76,25 @@ def test_gpu_check_keeps_the_text_and_drops_progress_bars():
 
 
 def test_large_batch_records_every_epoch_of_every_run(tmp_path):
-    options = ["--configs", "recipe@128,adamplain@256", "--epochs", "2", "--train-size", "512"]
-    assert (
-        large_batch.main(
-            [*options, "--test-size", "200", "--seeds", "0,1", "--quick", "--out", str(tmp_path)]
-        )
-        == 0
-    )
+    sizes = ["--epochs", "2", "--train-size", "512", "--test-size", "200", "--seeds", "0,1", "--quick"]
+    assert large_batch.main(["--configs", "recipe@128,adamplain@256", *sizes, "--out", str(tmp_path)]) == 0
     (path,) = tmp_path.glob("large-batch-cpu-*-quick.json")
     runs = json.loads(path.read_text())["runs"]
     assert [(r["config"], r["seed"]) for r in runs] == [
-        ("recipe@128", 0),
-        ("recipe@128", 1),
-        ("adamplain@256", 0),
-        ("adamplain@256", 1),
+        (c, s) for c in ("recipe@128", "adamplain@256") for s in (0, 1)
     ]
     assert all(r["status"] == "ok" and len(r["epoch_test_accuracy"]) == 2 for r in runs)
     with pytest.raises(SystemExit):
         large_batch.main(["--configs", "sideways@64"])
 
 
-def test_calibrate_data_and_time_notebooks_parse_their_options(capsys):
+def test_calibrate_data_and_time_notebooks_parse_their_options_and_the_times_add_up(capsys, tmp_path):
     for script in (calibrate_data, time_notebooks):
         with pytest.raises(SystemExit) as stopped:
             script.main(["--help"])
         assert stopped.value.code == 0 and "--quick" in capsys.readouterr().out
-
-
-def test_time_notebooks_adds_to_the_machines_times_file(tmp_path):
-    first = time_notebooks.record_times({"01_cuda_method": 9.0}, tmp_path, quick=True)
-    assert time_notebooks.main(["00_devices_and_tensors", "--quick", "--out", str(tmp_path)]) == 0
-    seconds = json.loads(first.read_text())["seconds"]
-    assert seconds["01_cuda_method"] == 9.0 and seconds["00_devices_and_tensors"] > 0
+    time_notebooks.record_times({"00_devices_and_tensors": 9.0, "01_cuda_method": 9.0}, tmp_path, quick=True)
+    path = time_notebooks.record_times({"01_cuda_method": 5.0}, tmp_path, quick=True)
+    assert json.loads(path.read_text())["seconds"] == {"00_devices_and_tensors": 9.0, "01_cuda_method": 5.0}
     with pytest.raises(SystemExit, match="no such notebook: 99_nothing"):
         time_notebooks.main(["99_nothing", "--out", str(tmp_path)])

@@ -25,41 +25,36 @@ def test_count_parameters_skips_frozen_ones():
     assert count_parameters(model) == 9
 
 
-@requires_cuda
-@pytest.mark.parametrize("model_class", [Tudui, CifarNet])
-def test_models_run_on_the_gpu(model_class):
-    model = model_class().cuda()
-    assert model(torch.randn(2, 3, 32, 32, device="cuda")).is_cuda
+@pytest.mark.parametrize(
+    ("bad", "words"), [(Tudui, r"Tudui\(\)"), ("cifarnet", "pass a model"), (None, "model")]
+)
+def test_count_parameters_of_something_else_than_a_model(bad, words):
+    with pytest.raises(TypeError, match=words):
+        count_parameters(bad)
 
 
 @pytest.mark.parametrize("model_class", [Tudui, CifarNet])
 @pytest.mark.parametrize(
     ("images", "error", "words"),
     [
-        (torch.randn(3, 32, 32), ValueError, r"one image \(3, 32, 32\).*unsqueeze\(0\)"),
-        (torch.randn(2, 32, 32, 3), ValueError, r"permute\(0, 3, 1, 2\)"),
-        (torch.randn(2, 1, 28, 28), ValueError, r"\(N, 3, 32, 32\), CIFAR-10's, got \(2, 1, 28, 28\)"),
-        (torch.randn(2, 3 * 32 * 32), ValueError, r"got \(2, 3072\)"),
-        (
-            torch.zeros(2, 3, 32, 32, dtype=torch.uint8),
-            TypeError,
-            r"float images, got torch.uint8.*x.float\(\) / 255",
-        ),
-        ([[0.0] * 32] * 3, TypeError, "of images .*got list"),
+        (torch.rand(3, 32, 32), ValueError, r"unsqueeze\(0\)"),
+        (torch.rand(2, 32, 32, 3), ValueError, "permute"),
+        (torch.rand(2, 1, 28, 28), ValueError, r"\(2, 1, 28, 28\)"),
+        (torch.zeros(2, 3, 32, 32, dtype=torch.uint8), TypeError, "float"),
+        ([[0.0] * 32] * 32, TypeError, "tensor"),
     ],
 )
 def test_inputs_the_models_cannot_take_are_named(model_class, images, error, words):
-    with pytest.raises(error, match=f"{model_class.__name__} expects .*{words}"):
+    with pytest.raises(error, match=f"{model_class.__name__}.*{words}"):
         model_class()(images)
 
 
-def test_the_models_take_channels_last_and_half_precision_batches():
-    images = torch.randn(2, 3, 32, 32).contiguous(memory_format=torch.channels_last)
-    assert CifarNet()(images).shape == (2, 10)
-    assert Tudui().to(torch.bfloat16)(images.to(torch.bfloat16)).dtype == torch.bfloat16
+def test_the_models_take_channels_last_batches():
+    x = torch.rand(2, 3, 32, 32).contiguous(memory_format=torch.channels_last)
+    assert Tudui()(x).shape == CifarNet()(x).shape == (2, 10)
 
 
-@pytest.mark.parametrize("bad", [Tudui, "cifarnet", None, [torch.ones(2)]])
-def test_count_parameters_of_something_else_than_a_model(bad):
-    with pytest.raises(TypeError, match="count_parameters: model"):
-        count_parameters(bad)
+@requires_cuda
+@pytest.mark.parametrize("model_class", [Tudui, CifarNet])
+def test_models_run_on_the_gpu(model_class):
+    assert model_class().cuda()(torch.randn(2, 3, 32, 32, device="cuda")).is_cuda
