@@ -5,6 +5,7 @@ import os
 import pickle
 import random
 import tempfile
+import zipfile
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,6 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
-from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
 
 from helpers import _args
 
@@ -24,8 +24,10 @@ class CheckpointError(ValueError):
     """A file that cannot be loaded as a checkpoint of this model; the message says why and what to do."""
 
 
-def _unwrap(model: nn.Module) -> nn.Module:  # the model inside nn.DataParallel or DDP
-    return model.module if isinstance(model, nn.DataParallel | nn.parallel.DistributedDataParallel) else model
+def _unwrap(model: nn.Module) -> nn.Module:  # the model inside nn.DataParallel, DDP or torch.compile
+    inner = model.module if isinstance(model, nn.DataParallel | nn.parallel.DistributedDataParallel) else None
+    inner = getattr(model, "_orig_mod", inner)
+    return model if inner is None else _unwrap(inner)
 
 
 def _loadable(value: Any, where: str) -> Any:
@@ -57,9 +59,10 @@ def _check(caller: str, path: Any, model: Any, optimizer: Any) -> Path:
 
 
 def save_checkpoint(path: str | Path, model: nn.Module, optimizer: Any, epoch: int, **extra: Any) -> Path:
-    """Save ``model``'s weights (unwrapped from ``nn.DataParallel`` or DDP), ``optimizer``'s state (or
-    None), ``epoch``, the random state and ``extra`` (numbers, strings, tensors, and lists, tuples and
-    dicts of them) to ``path``, and return it. A crash during the save leaves the previous file whole."""
+    """Save ``model``'s weights (unwrapped from ``nn.DataParallel``, DDP or ``torch.compile``), the
+    ``optimizer``'s state (or None), ``epoch``, the random state and ``extra`` (numbers, strings, tensors,
+    and lists, tuples and dicts of them) to ``path``; return it. A crash during the save leaves the previous
+    file whole; a file there that is no checkpoint is refused, not overwritten."""
     folder = isinstance(path, str) and path.endswith(("/", os.sep))
     path = _check("save_checkpoint", path, model, optimizer)
     if folder or path.is_dir():
@@ -69,14 +72,15 @@ def save_checkpoint(path: str | Path, model: nn.Module, optimizer: Any, epoch: i
     _loadable(weights, "the model's state_dict()")  # checked, then stored as it is, with its metadata
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
     rng = {"torch": torch.get_rng_state(), "cuda": cuda, "python": random.getstate()}
+    state = None if optimizer is None else _loadable(optimizer.state_dict(), "optimizer.state_dict()")
     payload = {"format": FORMAT, "version": 1, "epoch": epoch, "model": weights, "rng": rng}
-    payload |= {"extra": _loadable(extra, "extra"), "optimizer": None}
-    if optimizer is not None:
-        payload["optimizer"] = _loadable(optimizer.state_dict(), "optimizer.state_dict()")
-        payload["optimizer_class"] = type(optimizer).__name__
+    payload |= {"extra": _loadable(extra, "extra"), "optimizer": state}
+    payload["optimizer_class"] = type(optimizer).__name__
     target = Path(os.path.realpath(path))  # through a symbolic link, as open() goes
     if blocked := next((p for p in target.parents if p.exists() and not p.is_dir()), None):
         raise NotADirectoryError(f"save_checkpoint: {blocked} is a file, not a folder; choose another path.")
+    if target.is_file() and target.stat().st_size and not zipfile.is_zipfile(target):  # torch.save: a zip
+        raise FileExistsError(f"save_checkpoint: {path} exists and is no checkpoint; choose another name.")
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
@@ -100,8 +104,7 @@ def _read(path: Path, map_location: Any) -> dict[str, Any]:
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as error:
-        with open(path, "rb") as file:
-            zipped = file.read(2) == b"PK"  # how every file of torch.save begins
+        zipped = path.read_bytes()[:2] == b"PK"  # how every file of torch.save begins
         why = "is truncated or corrupt: copy it again" if zipped else "is not a file of torch.save"
         if zipped and isinstance(error, pickle.UnpicklingError):
             why = "holds pickled Python objects (a whole model?), which could run code, so it is refused"
@@ -112,11 +115,10 @@ def _read(path: Path, map_location: Any) -> dict[str, Any]:
 
 
 def _weights(model: nn.Module, saved: dict[str, Any], path: Path) -> dict[str, Any]:
-    """The saved weights without a ``module.`` prefix, after checking that they fit ``model``."""
-    saved, expected = OrderedDict(saved), _unwrap(model).state_dict()
-    consume_prefix_in_state_dict_if_present(saved, "module.")
-    theirs = {key: tuple(getattr(value, "shape", ())) for key, value in saved.items()}
-    ours = {key: tuple(getattr(value, "shape", ())) for key, value in expected.items()}
+    """The saved weights without a ``module.`` or ``_orig_mod.`` prefix, checked to fit ``model``."""
+    expected = _unwrap(model).state_dict()  # below: saved from inside DataParallel or DDP, or compiled
+    saved = {key.removeprefix("module.").removeprefix("_orig_mod."): value for key, value in saved.items()}
+    theirs, ours = ({key: tuple(getattr(v, "shape", ())) for key, v in d.items()} for d in (saved, expected))
     if differ := sorted(key for key in theirs.keys() | ours.keys() if theirs.get(key) != ours.get(key)):
         shown = [f"{k}: checkpoint {theirs.get(k, '-')}, model {ours.get(k, '-')}" for k in differ[:6]]
         fix = f"build the model it was saved from, or load a checkpoint of {type(_unwrap(model)).__name__}"

@@ -14,8 +14,7 @@ from PIL import Image
 from torch.nn import functional as F
 from torch.utils.data import Dataset
 
-from helpers import _args
-from helpers.train import _device
+from helpers import _args, devices
 
 CIFAR10_CLASSES = ("plane", "car", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 STAND_IN_VERSION = 2  # recorded runs name it; raise it when the stand-in's images change
@@ -281,7 +280,7 @@ def training_budget(
     for name, value in dict(locals()).items():  # the numbers given: sizes may be None (all)
         if name.endswith(("_epochs", "_size")):
             _args.integer(value, name, "training_budget", minimum=1, allow_none=name.endswith("_size"))
-    device = _device(device, "training_budget")
+    device = devices.as_device(device, caller="training_budget", check_available=True)
     if small_on_gpu is not None and not (isinstance(small_on_gpu, str) and small_on_gpu.strip()):
         raise TypeError(f"training_budget: small_on_gpu is {small_on_gpu!r:.40}; give a reason in words.")
     cpu = (cpu_train_size, cpu_test_size, cpu_epochs)
@@ -298,7 +297,7 @@ def training_budget(
 def loader_workers(device: torch.device | str, *, processes: int = 1) -> int:
     """``num_workers`` for a ``DataLoader`` feeding ``device``: on a CUDA GPU one per core less one, at most
     4, the cores shared among ``processes`` (one per GPU with DDP); elsewhere 0, leaving them to training."""
-    device = _device(device, "loader_workers")
+    device = devices.as_device(device, caller="loader_workers", check_available=True)
     processes = _args.integer(processes, "processes", "loader_workers", minimum=1)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(1, min(4, cores // processes - 1)) if device.type == "cuda" else 0
@@ -308,9 +307,16 @@ def expect_accuracy(accuracy: float, budget: Budget, dataset, **bands) -> tuple[
     """Check a test accuracy against the band the recipe reaches with this budget; print and return it.
     ``bands`` maps each ``Budget.mode`` (``full``, ``cpu``, ``quick``) to ``(low, high)``, measured on the
     stand-in. On the stand-in the accuracy must lie in the band; on CIFAR-10, only above chance (10%)."""
-    low, high = bands.get(budget.mode, (1, 0))
-    if not 0 <= low <= high <= 1:
-        raise ValueError(f"expect_accuracy: give {budget.mode}=(low, high), with 0 <= low <= high <= 1.")
+    if isinstance(accuracy, bool) or not isinstance(accuracy, float | int) or not 0 <= accuracy <= 1:
+        raise ValueError(f"expect_accuracy: accuracy is {accuracy!r:.20}; give a fraction, 0.55 for 55%.")
+    if not isinstance(budget, Budget) or not isinstance(dataset, Dataset):
+        got = f"a {type(dataset).__name__}" if isinstance(budget, Budget) else f"budget {budget!r:.30}"
+        raise TypeError(f"expect_accuracy: got {got}; pass training_budget()'s Budget, and the test set.")
+    band = bands.get(budget.mode, (1, 0))
+    pair = isinstance(band, tuple | list) and len(band) == 2 and 0 <= band[0] <= band[1] <= 1
+    if not pair or set(bands) - {"full", "cpu", "quick"}:
+        raise ValueError(f"expect_accuracy: give {budget.mode}=(low, high), 0 <= low <= high <= 1, only.")
+    low, high = band
     print(f"test accuracy {accuracy:.1%} (chance: 10%; on the stand-in this gives {low:.0%} to {high:.0%})")
     if isinstance(dataset, SyntheticCIFAR10) and not low <= accuracy <= high:
         why = "it learned less than it should" if accuracy < low else "the data is easier than it should be"

@@ -17,8 +17,8 @@ from helpers.course import CHECKOUT_VARIABLE
 def choose_backend(local_world_size: int) -> tuple[str, str]:
     """``(backend, device type)`` as ``ddp_train.py`` picks them for ``local_world_size`` processes here:
     NCCL on the GPUs when each process on this machine can have one of its own, else Gloo on the CPU."""
-    own_gpu = torch.cuda.is_available() and torch.cuda.device_count() >= local_world_size
-    device_type = "cuda" if own_gpu else "cpu"
+    n = _args.integer(local_world_size, "local_world_size", "choose_backend", minimum=1)
+    device_type = "cuda" if torch.cuda.is_available() and torch.cuda.device_count() >= n else "cpu"
     return torch.distributed.get_default_backend_for_device(device_type), device_type
 
 
@@ -52,14 +52,17 @@ def launch(
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
         raise ValueError(f"launch: timeout must be a number of seconds above 0, got {_args.shown(timeout)}.")
     for name, seq in (("launcher_args", launcher_args), ("script_args", script_args)):
-        ok = isinstance(seq, list | tuple) and all(isinstance(w, str | int | float | Path) for w in seq)
-        if not ok:
+        if not (isinstance(seq, list | tuple) and all(isinstance(w, str | int | float | Path) for w in seq)):
             raise TypeError(f"launch: {name} must be a list of words, e.g. ['--epochs', 2], not {seq!r:.30}")
-    args = [f"--nproc-per-node={nproc}", *map(str, launcher_args), str(script or script_path())]
-    args += map(str, script_args)
+    if not (script := Path(script or script_path())).is_file():
+        raise FileNotFoundError(f"launch: {script} is not a file: give the path of a Python script.")
+    env = {} if env is None else env
+    if not isinstance(env, dict) or not all(isinstance(word, str) for word in [*env, *env.values()]):
+        raise TypeError(f"launch: env is a dict of strings, e.g. {{'NCCL_DEBUG': 'INFO'}}, not {env!r:.30}")
+    args = [f"--nproc-per-node={nproc}", *map(str, [*launcher_args, script, *script_args])]
     if echo:
         print("$ torchrun " + shlex.join(args), flush=True)
-    env = {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // nproc)), **os.environ, **(env or {})}
+    env = {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // nproc)), **os.environ, **env}
     process = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *args], env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
     lines = []

@@ -20,7 +20,10 @@ def pick_device(preferred: str | torch.device | None = None) -> torch.device:
     """``preferred``, after checking that this machine has it, or the best device here: CUDA, Apple
     MPS, another accelerator, the CPU. With its index (``cuda:0``), as tensors made there report it."""
     if preferred is not None:
-        return as_device(preferred, name="preferred", caller="pick_device", check_available=True)
+        device = as_device(preferred, name="preferred", caller="pick_device", check_available=True)
+        if device.type == "meta":
+            raise ValueError("pick_device: 'meta' has shapes but no values; ask for 'cpu' or a GPU instead.")
+        return device
     if torch.accelerator.is_available():  # CUDA, MPS, XPU, ...
         kind = torch.accelerator.current_accelerator().type
         return torch.device(kind, 0 if kind == "mps" else getattr(torch, kind).current_device())
@@ -72,6 +75,8 @@ def to_device(obj: Any, device: torch.device | str) -> Any:
     """Return ``obj`` moved to ``device``: tensors, modules (in place), and tuples, lists and dicts of
     them at any depth. Strings, numbers and ``None`` pass through; a NumPy array raises a ``TypeError``."""
     device = as_device(device, caller="to_device", check_available=True)
+    if isinstance(obj, nn.Module) and device.type == "meta" and not all(p.is_meta for p in obj.parameters()):
+        raise ValueError("to_device: on 'meta' a model keeps its shapes, not its weights; use pick_device().")
     if isinstance(obj, torch.Tensor | nn.Module):
         return obj.to(device)
     if obj is None or isinstance(obj, str | bytes | numbers.Number | torch.dtype | torch.device):
@@ -86,10 +91,12 @@ def to_device(obj: Any, device: torch.device | str) -> Any:
 
 
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:
-    """``tensor.detach().cpu().numpy()``, wherever it lives; on the CPU the array shares its memory."""
+    """``tensor.detach().cpu().numpy()`` on any device (bfloat16 as float32); on the CPU it shares memory."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"to_numpy expects a torch.Tensor, got {type(tensor).__name__}; use np.asarray(...).")
-    return tensor.detach().cpu().numpy()
+    if tensor.is_meta:
+        raise NotImplementedError("to_numpy cannot be called on meta tensors: they have no values.")
+    return (tensor.float() if tensor.dtype == torch.bfloat16 else tensor).detach().cpu().numpy()
 
 
 _PROBE = """import json, os, sys, torch
@@ -106,12 +113,10 @@ except Exception as error:
 print(json.dumps(found))"""
 
 
-def _is_case(how: Any) -> bool:
-    if not isinstance(how, Mapping) or set(how) - {"env", "set_in_code", "after_is_available"}:
-        return False
-    groups = [how.get("env", {}), how.get("set_in_code", {})]
-    texts = [t for g in groups if isinstance(g, Mapping) for item in g.items() for t in item]  # names, values
-    return all(isinstance(group, Mapping) for group in groups) and all(isinstance(t, str) for t in texts)
+def _is_case(how: Any) -> bool:  # a dict of env and set_in_code (dicts of strings) and after_is_available
+    groups = [how.get("env", {}), how.get("set_in_code", {})] if isinstance(how, Mapping) else [None]
+    ok = all(isinstance(g, Mapping) and all(isinstance(t, str) for i in g.items() for t in i) for g in groups)
+    return ok and not set(how) - {"env", "set_in_code", "after_is_available"}
 
 
 def gpus_in_fresh_processes(cases: Mapping[str, Mapping[str, Any]]) -> dict[str, SimpleNamespace]:
@@ -128,7 +133,6 @@ def gpus_in_fresh_processes(cases: Mapping[str, Mapping[str, Any]]) -> dict[str,
         env = {**os.environ, **how.get("env", {})}
         running[name] = Popen([*probe, json.dumps(dict(how))], env=env, text=True, stdout=PIPE, stderr=PIPE)
     outputs = {name: process.communicate(timeout=120) for name, process in running.items()}
-    for name, process in running.items():
-        if process.returncode != 0:
-            raise RuntimeError(f"The fresh process of case {name!r} failed:\n{outputs[name][1][-2000:]}")
+    if failed := next((name for name, process in running.items() if process.returncode != 0), None):
+        raise RuntimeError(f"The fresh process of case {failed!r} failed:\n{outputs[failed][1][-2000:]}")
     return {name: SimpleNamespace(**json.loads(out.splitlines()[-1])) for name, (out, _) in outputs.items()}

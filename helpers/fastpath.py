@@ -125,6 +125,8 @@ def grad_scaler(device: torch.device | str, **kwargs: Any) -> torch.amp.GradScal
 
 def sgd(params: Iterable, lr: float, *, fused: bool = False) -> tuple[Any, str]:
     """``torch.optim.SGD(params, lr)``, fused (one kernel for all parameters) if ``fused``; and its kind."""
+    if isinstance(params, nn.Module):
+        raise TypeError("sgd takes the weights to train, not the model: use sgd(model.parameters(), lr).")
     fused = _args.boolean(fused, "fused", "sgd")
     return torch.optim.SGD(params, lr, fused=fused or None), "fused" if fused else "default"
 
@@ -144,6 +146,9 @@ def train_epoch(model, loader, optimizer, device, *, scaler=None, loss_step=None
     A ``scaler`` skips steps whose gradients overflowed, ``loss_step(inputs, targets) -> (loss, right
     answers)`` replaces the cross-entropy, and a run that diverged raises ``FloatingPointError``."""
     device = as_device(device, caller="train_epoch", check_available=True)
+    held = [p for group in optimizer.param_groups for p in group["params"]]
+    if {id(p) for p in held}.isdisjoint(map(id, model.parameters())):
+        raise ValueError("train_epoch: the optimizer is for another model; make it with model.parameters().")
     scaler = scaler or torch.amp.GradScaler(device.type, enabled=False)  # disabled: passes everything on
     model.train()
     totals, samples = torch.zeros(3, device=device), 0  # loss x samples, right answers, non-finite losses
@@ -164,7 +169,7 @@ def train_epoch(model, loader, optimizer, device, *, scaler=None, loss_step=None
     if samples == 0:
         raise ValueError("train_epoch: the loader gave no batches.")
     loss_sum, right_sum, bad = totals.tolist()
-    broken = not all(bool(p.isfinite().all()) for group in optimizer.param_groups for p in group["params"])
+    broken = not all(bool(p.isfinite().all()) for p in held)
     if broken or (bad and not scaler.is_enabled()):
         what = "the weights are NaN or infinite" if broken else f"{bad:.0f} losses were NaN or infinite"
         raise FloatingPointError(f"train_epoch: training diverged, {what}: lower the learning rate.")

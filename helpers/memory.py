@@ -15,6 +15,8 @@ MiB = 2**20
 
 def tensor_bytes(tensors) -> int:
     """The bytes the elements of these tensors take, ``numel() * element_size()`` summed, on any device."""
+    if isinstance(tensors, torch.nn.Module | dict):
+        raise TypeError("tensor_bytes counts tensors: give model.parameters() or a dict's .values().")
     tensors = list(tensors)
     if not all(isinstance(t, torch.Tensor) for t in tensors):
         raise TypeError(f"tensor_bytes counts tensors, got {[type(t).__name__ for t in tensors]}.")
@@ -39,9 +41,14 @@ class StateBytes(NamedTuple):
 
 def measure_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None) -> StateBytes:
     """The bytes of ``model``'s parameters, their ``.grad`` and ``optimizer``'s state, as they are now."""
-    if not isinstance(model, torch.nn.Module) or not isinstance(optimizer, torch.optim.Optimizer | None):
-        raise TypeError(f"measure_state takes a model, and an optimizer or None; got {model!r:.30}.")
-    params, grads = list(model.parameters()), [p.grad for p in model.parameters() if p.grad is not None]
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"measure_state: model is an nn.Module, not {type(model).__name__}.")
+    if not isinstance(optimizer, torch.optim.Optimizer | None):
+        raise TypeError(f"measure_state: optimizer is a torch.optim optimizer or None, not {optimizer!r:.30}")
+    params = list(model.parameters())
+    if optimizer and {id(p) for g in optimizer.param_groups for p in g["params"]}.isdisjoint(map(id, params)):
+        raise ValueError("measure_state: the optimizer is another model's; make it with model.parameters().")
+    grads = [p.grad for p in params if p.grad is not None]
     state = [v for s in (optimizer.state.values() if optimizer else []) for k, v in s.items() if k != "step"]
     return StateBytes(tensor_bytes(params), tensor_bytes(grads), tensor_bytes(filter(torch.is_tensor, state)))
 

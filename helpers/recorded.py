@@ -41,6 +41,8 @@ def cell_source_key(source: str | list[str]) -> str:
 def find_recording(cell_id: str, *, depends_on=(), root=None) -> tuple[SimpleNamespace | None, str]:
     """``(recording, "")``: the newest recording (``.outputs``, ``.label``, ``.path``) of cell ``cell_id``
     ("04-19") made with today's data and code of it and of ``depends_on``; else ``(None or older, why)``."""
+    if isinstance(depends_on, str):
+        raise TypeError(f"depends_on is a list of cell ids, e.g. depends_on=[{depends_on!r}], not a string.")
     if (recorded := recordings_root()) is None:
         return None, "the recorded GPU runs are in the course's results/gpu/, not here: run the setup cell"
     notebooks = sorted((recorded.parent.parent / "notebooks").glob(f"{str(cell_id)[:2]}_*.ipynb"))

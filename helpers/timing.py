@@ -22,11 +22,6 @@ with contextlib.redirect_stderr(io.StringIO()):
     from torch.utils import benchmark
 
 
-def _callable(fn: Any, caller: str) -> None:
-    if not callable(fn):
-        raise TypeError(f"{caller}: fn must be a function, e.g. lambda: model(x); got {_args.shown(fn)}.")
-
-
 def _wait_for(device: torch.device) -> Callable[[], Any]:
     """The call that waits for the work queued on ``device`` (on the CPU, which queues none: no wait)."""
     if device.type in ("cpu", "meta"):
@@ -59,12 +54,11 @@ class Stopwatch:
         self.seconds = time.perf_counter() - self._start
 
 
-def time_calls(
-    fn: Callable[[], Any], device: torch.device | str, *, warmup: int = 2, repeats: int = 5
-) -> list[float]:
+def time_calls(fn: Callable, device: torch.device | str, *, warmup: int = 2, repeats: int = 5) -> list[float]:
     """Seconds taken by each of ``repeats`` calls of ``fn()``, each timed with a ``Stopwatch``, after
     ``warmup`` untimed calls (which pay the one-off costs: loading kernels, creating library handles)."""
-    _callable(fn, "time_calls")
+    if not callable(fn):
+        raise TypeError(f"time_calls: fn must be a function, e.g. lambda: model(x); got {_args.shown(fn)}.")
     device = as_device(device, caller="time_calls", check_available=True)
     warmup = _args.integer(warmup, "warmup", "time_calls", minimum=0, meaning="how many untimed calls")
     repeats = _args.integer(repeats, "repeats", "time_calls", minimum=1, meaning="how many timed calls")
@@ -82,10 +76,8 @@ def images_per_second(images: int, seconds: float) -> float:
     """Throughput: ``images / seconds``, refusing a time of zero or less (a clock read too early)."""
     if not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in (images, seconds)):
         raise TypeError(f"images_per_second takes two numbers; got {images!r} and {seconds!r}.")
-    if seconds <= 0:
-        raise ValueError(
-            f"{images} images in {seconds} s: a clock read wrongly; time with Stopwatch(device)."
-        )
+    if not seconds > 0:  # NaN too
+        raise ValueError(f"{images} images in {seconds} s: a clock read too early; use Stopwatch(device).")
     return images / seconds
 
 
@@ -93,7 +85,8 @@ def autorange(fn: Callable[[], Any], *, min_run_time: float = 0.2) -> Any:
     """Time ``fn()`` with ``torch.utils.benchmark.Timer(...).blocked_autorange(min_run_time)``, on as many
     threads as PyTorch trains with, with a clock that waits for ``pick_device()``. The ``Measurement`` it
     returns has ``.median`` and ``.times``, in seconds per call."""
-    _callable(fn, "autorange")
+    if not callable(fn):
+        raise TypeError(f"autorange: fn must be a function, e.g. lambda: model(x); got {_args.shown(fn)}.")
     if isinstance(min_run_time, bool) or not isinstance(min_run_time, numbers.Real) or min_run_time <= 0:
         raise ValueError(f"autorange: min_run_time is a number of seconds above 0, got {min_run_time!r}.")
     wait = _wait_for(pick_device())
@@ -117,14 +110,16 @@ def results_dir() -> Path:
 _RESULT_KEYS = ("device", "versions", "date", "settings", "summary")
 
 
-def load_results(
-    folder: str | Path, *, device_type: str | None = None, quick: bool | None = False
-) -> list[dict]:
+def load_results(folder: str | Path, *, device_type: str | None = None, quick: bool | None = False) -> list:
     """The ``make bench`` results (``bench-*.json``) in ``folder``, oldest first, each with its ``"path"``:
-    those measured on ``device_type`` (``"cuda"``, ``"cpu"``; None: all), quick runs or not (None: both)."""
-    if not isinstance(folder, str | Path) or Path(folder).is_file():
-        error = ValueError if isinstance(folder, str | Path) else TypeError
-        raise error(f"load_results: folder must be the path of a folder, e.g. results_dir(); got {folder!r}.")
+    those measured on ``device_type`` (``"cuda"``, ``"cpu"``; None: all), quick runs or not (None: both).
+    A missing ``results_dir()`` holds none yet."""
+    if not isinstance(folder, str | Path):
+        raise TypeError(f"load_results: folder is the path of a folder, e.g. results_dir(); got {folder!r}.")
+    if not Path(folder).is_dir() and Path(folder).resolve() != results_dir().resolve():
+        raise ValueError(f"load_results: {folder} is no folder: give results_dir(), where make bench writes.")
+    if device_type not in (None, "cuda", "cpu", "mps"):
+        raise ValueError(f"load_results: device_type is 'cuda', 'cpu', 'mps' or None, not {device_type!r}.")
     if quick is not None and not isinstance(quick, bool):
         raise TypeError(f"load_results: quick must be True, False or None (both), got {quick!r}.")
     results = []

@@ -9,23 +9,22 @@ from torch import nn
 from torch.utils.data import Dataset
 from tqdm.auto import tqdm
 
+from helpers import _args, devices
+
 __all__ = ["evaluate", "train_one_epoch"]
 LOG_EVERY = 100  # steps between two readings of the batch loss (a wait for the GPU each)
+_CLASS_NUMBERS = (
+    "class numbers, ints (batch,): use labels.long(), .squeeze(1) if (batch, 1), .argmax(1) if one-hot"
+)
 
 
-def _device(device: object, caller: str) -> torch.device:
-    """``device`` as a ``torch.device``, or an error that says what to write instead."""
-    if not isinstance(device, str | torch.device):
-        raise TypeError(f"{caller}: device is {device!r:.60}; use e.g. 'cpu', 'cuda' or 'cuda:1'.")
-    try:
-        return torch.device(device)
-    except RuntimeError:
-        raise ValueError(f"{caller}: {device!r} is no device; use e.g. 'cpu', 'cuda' or 'cuda:1'.") from None
-
-
-def _check(caller: str, model: object, loader: object, loss_fn: object, device: object) -> torch.device:
+def _check(caller: str, model, loader, loss_fn, device, writer, epoch, progress) -> torch.device:
     """Check the arguments both loops take, before the first batch; return the device."""
-    device = _device(device, caller)
+    device = devices.as_device(device, caller=caller, check_available=True)
+    _args.integer(epoch, "epoch", caller, minimum=0, meaning="the number of epochs done")
+    _args.boolean(progress, "progress", caller)
+    if writer is not None and not callable(getattr(writer, "add_scalar", None)):
+        raise TypeError(f"{caller}: writer is {writer!r:.40}; pass SummaryWriter('runs/name') or None.")
     if not isinstance(model, nn.Module):
         fix = f"{model.__name__}()" if isinstance(model, type) else "a model (an nn.Module)"
         raise TypeError(f"{caller}: model is {model!r:.60}; pass {fix}.")
@@ -51,11 +50,15 @@ def _loop(caller, model, loader, loss_fn, device, optimizer, writer, epoch, prog
     for step, batch in enumerate(bar):
         if not (isinstance(batch, list | tuple) and len(batch) == 2):
             raise TypeError(f"{caller}: batch {step} is a {type(batch).__name__}, not (inputs, targets).")
-        inputs, targets = batch[0].to(device), batch[1].to(device)
+        inputs, targets = batch
+        if not isinstance(targets, torch.Tensor) or targets.dim() != 1 or targets.is_floating_point():
+            got = f"{targets.dtype} {tuple(targets.shape)}" if isinstance(targets, torch.Tensor) else targets
+            raise TypeError(f"{caller}: batch {step}'s targets are {got!s:.30}, not {_CLASS_NUMBERS}.")
+        inputs, targets = inputs.to(device), targets.to(device)
         outputs = model(inputs)
-        if not isinstance(outputs, torch.Tensor) or outputs.dim() != 2:
+        if not isinstance(outputs, torch.Tensor) or outputs.dim() != 2 or outputs.shape[1] < 2:
             got = tuple(outputs.shape) if isinstance(outputs, torch.Tensor) else type(outputs).__name__
-            raise TypeError(f"{caller}: the model returned {got}; return one tensor (batch, classes).")
+            raise TypeError(f"{caller}: the model returned {got}; return one tensor (batch, classes >= 2).")
         correct += (outputs.argmax(dim=1) == targets).sum()
         loss = loss_fn(outputs, targets)
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
@@ -83,7 +86,7 @@ def train_one_epoch(model, loader, loss_fn, optimizer, device, *, writer=None, e
     """Train ``model`` for one pass over ``loader``; return (mean loss, accuracy). With a TensorBoard
     ``writer``, logs ``train/batch_loss`` every 100 steps and the epoch's ``train/loss`` and
     ``train/accuracy``; ``progress=False`` hides the progress bar."""
-    device = _check("train_one_epoch", model, loader, loss_fn, device)
+    device = _check("train_one_epoch", model, loader, loss_fn, device, writer, epoch, progress)
     example = "torch.optim.SGD(model.parameters(), lr=0.01)"
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"train_one_epoch: optimizer is {optimizer!r:.40}; use e.g. {example}.")
@@ -98,6 +101,6 @@ def train_one_epoch(model, loader, loss_fn, optimizer, device, *, writer=None, e
 def evaluate(model, loader, loss_fn, device, *, writer=None, epoch=0, progress=True):
     """Evaluate ``model`` on ``loader`` without gradients; return (mean loss, accuracy). With a
     TensorBoard ``writer``, logs ``test/loss`` and ``test/accuracy`` for ``epoch``."""
-    device = _check("evaluate", model, loader, loss_fn, device)
+    device = _check("evaluate", model, loader, loss_fn, device, writer, epoch, progress)
     model.eval()
     return _loop("evaluate", model, loader, loss_fn, device, None, writer, epoch, progress)

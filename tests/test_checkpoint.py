@@ -78,18 +78,19 @@ def test_a_cpu_checkpoint_loads_onto_a_gpu_model(tmp_path):
     assert model.fc.weight.is_cuda
 
 
-def test_wrapped_models_are_saved_plain_and_load_either_way(tmp_path):
-    wrapped = nn.DataParallel(SimpleModel().to("cuda:0" if torch.cuda.device_count() == 1 else "cpu"))
+@pytest.mark.parametrize(("wrap", "prefix"), [(nn.DataParallel, "module."), (torch.compile, "_orig_mod.")])
+def test_wrapped_models_are_saved_plain_and_load_either_way(tmp_path, wrap, prefix):
+    wrapped = wrap(SimpleModel().to("cuda:0" if torch.cuda.device_count() == 1 else "cpu"))
     save_checkpoint(tmp_path / "dp.pt", wrapped, None, epoch=1)
-    assert not any(key.startswith("module.") for key in torch.load(tmp_path / "dp.pt")["model"])
+    assert not any(key.startswith(prefix) for key in torch.load(tmp_path / "dp.pt")["model"])
     plain = SimpleModel()
     load_checkpoint(tmp_path / "dp.pt", plain)
-    assert torch.equal(plain.fc.weight, wrapped.module.fc.weight.cpu())
-    rewrapped = nn.DataParallel(SimpleModel())
+    assert torch.equal(plain.fc.weight, wrapped.state_dict()[f"{prefix}fc.weight"].cpu())
+    rewrapped = wrap(SimpleModel())
     load_checkpoint(tmp_path / "dp.pt", rewrapped)
-    assert torch.equal(rewrapped.module.fc.weight.cpu(), plain.fc.weight)
-    prefixed = torch.load(tmp_path / "dp.pt")  # a state_dict saved with the "module." prefix loads too
-    prefixed["model"] = {f"module.{key}": value for key, value in prefixed["model"].items()}
+    assert torch.equal(rewrapped.state_dict()[f"{prefix}fc.weight"].cpu(), plain.fc.weight)
+    prefixed = torch.load(tmp_path / "dp.pt")  # a state_dict saved with the prefix loads too
+    prefixed["model"] = {f"{prefix}{key}": value for key, value in prefixed["model"].items()}
     torch.save(prefixed, tmp_path / "prefixed.pt")
     load_checkpoint(tmp_path / "prefixed.pt", SimpleModel())
 
@@ -178,6 +179,7 @@ def test_a_symbolic_link_is_followed_not_replaced(tmp_path):
         ({"path": "folder/"}, IsADirectoryError, "is a folder; add a file name"),
         ({"path": "folder"}, IsADirectoryError, "is a folder; add a file name"),
         ({"path": "notes.txt/c.pt"}, NotADirectoryError, "notes.txt is a file, not a folder"),
+        ({"path": "notes.txt"}, FileExistsError, "notes.txt exists and is no checkpoint"),
     ],
 )
 def test_save_checkpoint_names_a_wrong_argument(tmp_path, monkeypatch, arguments, error, words):
@@ -188,6 +190,7 @@ def test_save_checkpoint_names_a_wrong_argument(tmp_path, monkeypatch, arguments
         save_checkpoint(
             **{"path": "c.pt", "model": SimpleModel(), "optimizer": None, "epoch": 1, **arguments}
         )
+    assert Path("notes.txt").read_text() == "notes" and not Path("c.pt").exists()
 
 
 def _make(tmp_path, name):

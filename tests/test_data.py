@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, TensorDataset
 from torchvision import transforms
 
 from helpers import data
@@ -18,6 +18,8 @@ from helpers.data import SyntheticCIFAR10, load_cifar10, make_synthetic_cifar10,
 FINGERPRINT_LABELS = "f0299de65f6a03903a590d46536ba154599a001ec92aac3b46caa941642490d2"
 FINGERPRINT_MEANS = [75.51, 107.52, 161.54, 89.58, 180.7, 120.45, 119.75, 106.54]
 FINGERPRINT_STDS = [41.63, 52.98, 55.34, 26.05, 33.13, 40.11, 54.09, 38.71]
+NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="a machine without CUDA")
+BUDGET, STAND_IN = data.Budget(100, 50, 1, "a test", "cpu"), SyntheticCIFAR10(size=1)
 
 
 def test_the_stand_in_is_the_calibrated_one():
@@ -125,6 +127,12 @@ def test_quick_mode(monkeypatch, value, expected):
         data.quick_mode()
 
 
+@pytest.fixture
+def two_gpus(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+
+
 SIZES = {"cpu_train_size": 100, "cpu_test_size": 50, "quick_train_size": 20, "quick_test_size": 10}
 
 
@@ -138,7 +146,7 @@ SIZES = {"cpu_train_size": 100, "cpu_test_size": 50, "quick_train_size": 20, "qu
         (torch.device("cpu"), "1", None, (20, 10, 1, "quick")),
     ],
 )
-def test_training_budget(monkeypatch, device, quick, small_on_gpu, expected):
+def test_training_budget(two_gpus, monkeypatch, device, quick, small_on_gpu, expected):
     monkeypatch.setenv("COURSE_QUICK", quick)
     budget = training_budget(device, gpu_epochs=5, cpu_epochs=2, small_on_gpu=small_on_gpu, **SIZES)
     assert (budget.train_size, budget.test_size, budget.num_epochs, budget.mode) == expected
@@ -148,8 +156,9 @@ def test_training_budget(monkeypatch, device, quick, small_on_gpu, expected):
 @pytest.mark.parametrize(
     ("kwargs", "error", "words"),
     [
-        ({"device": "gpu"}, ValueError, "'gpu' is no device.*'cuda'"),
-        ({"device": 0}, TypeError, "device is 0.*'cuda'"),
+        ({"device": "gpu"}, ValueError, "'gpu'.*'cuda'"),
+        ({"device": 0}, TypeError, "device must be a device.*pick_device"),
+        pytest.param({"device": "cuda"}, ValueError, "no CUDA.*pick_device", marks=NO_CUDA),
         ({"gpu_epochs": 0}, ValueError, "gpu_epochs .*1 or more"),
         ({"quick_epochs": 2.5}, TypeError, "quick_epochs"),
         ({"cpu_train_size": 2e3}, TypeError, "cpu_train_size=2_000"),
@@ -163,17 +172,18 @@ def test_training_budget_names_the_wrong_argument(kwargs, error, words):
 
 @pytest.mark.parametrize(
     ("device", "cores", "processes", "workers"),
-    [("cpu", 16, 1, 0), ("meta", 16, 1, 0), ("cuda", 1, 1, 1), ("cuda", 3, 1, 2), ("cuda:0", 128, 1, 4)]
+    [("cpu", 16, 1, 0), ("cuda", 1, 1, 1), ("cuda", 3, 1, 2), ("cuda:0", 128, 1, 4)]
     + [("cuda", 16, 4, 3), ("cuda", 16, 8, 1), ("cuda", 4, 8, 1)],
 )
-def test_loader_workers(monkeypatch, device, cores, processes, workers):
+def test_loader_workers(two_gpus, monkeypatch, device, cores, processes, workers):
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(cores)), raising=False)
     assert data.loader_workers(device, processes=processes) == workers
 
 
 @pytest.mark.parametrize(
     ("device", "processes", "error"),
-    [(4, 1, TypeError), ("gpu", 1, ValueError), ("cuda", 0, ValueError), ("cuda", "2", TypeError)],
+    [(4, 1, TypeError), ("gpu", 1, ValueError), ("cpu", 0, ValueError), ("cpu", "2", TypeError)]
+    + [pytest.param("cuda", 1, ValueError, marks=NO_CUDA)],
 )
 def test_loader_workers_names_the_wrong_argument(device, processes, error):
     with pytest.raises(error, match="loader_workers"):
@@ -186,7 +196,7 @@ def test_loader_workers_names_the_wrong_argument(device, processes, error):
 )
 def test_expect_accuracy(capsys, accuracy, stand_in, raises):
     budget = training_budget("cpu", gpu_epochs=3, cpu_epochs=1)
-    dataset = SyntheticCIFAR10(size=1) if stand_in else object()
+    dataset = SyntheticCIFAR10(size=1) if stand_in else TensorDataset(torch.zeros(1))
     if raises:
         with pytest.raises(AssertionError, match="test accuracy"):
             data.expect_accuracy(accuracy, budget, dataset, cpu=(0.2, 0.4))
@@ -195,7 +205,20 @@ def test_expect_accuracy(capsys, accuracy, stand_in, raises):
         assert "test accuracy" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("bands", [{}, {"full": (0.2, 0.4)}, {"cpu": (0.5, 0.4)}, {"cpu": (0.2, 40)}])
+@pytest.mark.parametrize(
+    "bands", [{}, {"full": (0.2, 0.4)}, {"cpu": (0.5, 0.4)}, {"cpu": (0.2, 40)}, {"cpu": (0, 1), "gpu": 1}]
+)
 def test_expect_accuracy_needs_a_band_for_the_budget(bands):
     with pytest.raises(ValueError, match="cpu=\\(low, high\\)"):
-        data.expect_accuracy(0.3, training_budget("cpu", gpu_epochs=3, cpu_epochs=1), object(), **bands)
+        data.expect_accuracy(0.3, training_budget("cpu", gpu_epochs=3, cpu_epochs=1), STAND_IN, **bands)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "words"),
+    [((55, BUDGET, STAND_IN), ValueError, "0.55 for 55%"), ((BUDGET, 0.2, STAND_IN), ValueError, "fraction")]
+    + [((0.2, None, STAND_IN), TypeError, "budget None.*training_budget")]
+    + [((0.2, BUDGET, DataLoader(STAND_IN)), TypeError, "a DataLoader.*test set")],
+)
+def test_expect_accuracy_names_a_wrong_argument(arguments, error, words):
+    with pytest.raises(error, match=words):
+        data.expect_accuracy(*arguments, cpu=(0.2, 0.4))

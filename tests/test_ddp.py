@@ -88,6 +88,9 @@ def test_the_script_is_found_and_the_backend_chosen_as_the_script_chooses_it(mon
     expected = ("nccl", "cuda") if torch.cuda.is_available() else ("gloo", "cpu")
     assert choose_backend(local_world_size=1) == expected
     assert choose_backend(local_world_size=torch.cuda.device_count() + 1) == ("gloo", "cpu")
+    for bad, error in (("2", TypeError), (0, ValueError)):
+        with pytest.raises(error, match="local_world_size"):
+            choose_backend(bad)
     monkeypatch.chdir(tmp_path)  # not next to the notebook: the checkout's notebooks/ folder
     assert script_path().resolve() == SCRIPT
     (tmp_path / "ddp_train.py").write_text("")
@@ -112,6 +115,10 @@ def test_show_prints_a_function_with_the_files_line_numbers(capsys, tmp_path):
         ({"launcher_args": "--standalone"}, TypeError, "launcher_args must be a list"),
         ({"nproc": 0}, ValueError, "nproc .*1 or more"),
         ({"timeout": 0}, ValueError, "timeout must be a number of seconds above 0"),
+        ({"script": SCRIPT.parent / "nothing.py"}, FileNotFoundError, "not a file"),
+        ({"script": SCRIPT.parent}, FileNotFoundError, "not a file"),
+        ({"env": {"X": 1}}, TypeError, "dict of strings"),
+        ({"env": "X=1"}, TypeError, "dict of strings"),
     ],
 )
 def test_launch_refuses_arguments_it_would_mangle_before_starting_anything(kwargs, error, words):

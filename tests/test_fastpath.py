@@ -78,7 +78,7 @@ def test_dataset_tensors_gives_what_totensor_gives():
     assert last.is_contiguous(memory_format=torch.channels_last) and torch.equal(last, images)
 
 
-Z = torch.zeros(4)
+Z, L = torch.zeros(4), nn.Linear(4, 2)
 
 
 @pytest.mark.parametrize(
@@ -102,6 +102,8 @@ Z = torch.zeros(4)
         (dataset_tensors, (_Images([0, 1], n=3),), {}, ValueError, "3 images but"),
         (Autocast, (nn.Linear,), {}, TypeError, "nn.Module"),
         (dataset_tensors, (_Images([0, 1]), "gpu"), {}, ValueError, "cuda"),
+        (sgd, (L, 0.1), {}, TypeError, r"model\.parameters\(\)"),
+        (train_epoch, (L, [], torch.optim.SGD(nn.Linear(4, 2).parameters()), "cpu"), {}, ValueError, "other"),
     ],
 )
 def test_bad_input_is_refused_clearly(make, args, options, error, words):
@@ -192,7 +194,7 @@ def test_train_epoch_stops_a_diverged_run_unless_a_scaler_skipped_the_steps():
     _, (stats,) = _train(inf_at=0, scaler=grad_scaler("cpu"))
     assert stats.nonfinite_losses == 1 and stats.scale == 2.0**15
     with pytest.raises(ValueError, match="no batches"):
-        train_epoch(nn.Linear(4, 2), [], torch.optim.SGD(nn.Linear(4, 2).parameters(), lr=0.1), "cpu")
+        train_epoch(model := nn.Linear(4, 2), [], torch.optim.SGD(model.parameters(), lr=0.1), "cpu")
 
 
 def test_timed_epoch_warms_up_then_times_one_whole_epoch():

@@ -34,11 +34,24 @@ def test_state_bytes_before_and_after_a_step(make_optimizer, copies):
     after = measure_state(model, optimizer)
     assert after == StateBytes(size, size, copies * size) and after.total == (2 + copies) * size
     assert str(StateBytes(MiB, 2 * MiB, 0)).splitlines()[-1].split() == ["total:", "3.00", "MiB"]
-    with pytest.raises(TypeError, match="a model, and an optimizer"):
-        measure_state(optimizer, model)
     assert tensor_bytes(t for t in [torch.zeros(10, dtype=torch.bfloat16, device="meta")]) == 20
-    with pytest.raises(TypeError, match="counts tensors"):
-        tensor_bytes([[1.0, 2.0]])
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "words"),
+    [
+        (lambda m, o: measure_state(o, m), TypeError, "model is an nn.Module"),
+        (lambda m, o: measure_state(m, "adam"), TypeError, "'adam'"),
+        (lambda m, o: measure_state(m, torch.optim.Adam(nn.Linear(2, 2).parameters())), ValueError, "other"),
+        (lambda m, o: tensor_bytes([[1.0, 2.0]]), TypeError, "counts tensors"),
+        (lambda m, o: tensor_bytes(m), TypeError, r"model\.parameters\(\)"),
+        (lambda m, o: tensor_bytes(m.state_dict()), TypeError, r"\.values\(\)"),
+    ],
+)
+def test_bad_arguments_are_named(call, error, words):
+    model = nn.Linear(2, 2)
+    with pytest.raises(error, match=words):
+        call(model, torch.optim.SGD(model.parameters(), lr=0.1))
 
 
 def test_saved_for_backward_counts_what_autograd_keeps_each_storage_once():

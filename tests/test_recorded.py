@@ -118,10 +118,10 @@ def test_with_a_gpu_it_prints_nothing_the_cell_has_shown_its_own(monkeypatch, ca
 @pytest.mark.parametrize(
     ("cell_id", "depends_on", "words"),
     [("4-19", (), "such as '04-19'"), (None, (), "such as '04-19'"), ("04-nothing", (), "no cell"),
-     ("00-06", ("00-99",), "no cell")],
+     ("00-06", ("00-99",), "no cell"), ("00-06", "00-04", r"depends_on=\['00-04'\]")],
 )  # fmt: skip
 def test_a_cell_id_no_notebook_has_is_refused(cell_id, depends_on, words):
-    with pytest.raises(ValueError, match=words):
+    with pytest.raises((ValueError, TypeError), match=words):
         find_recording(cell_id, depends_on=depends_on)
 
 

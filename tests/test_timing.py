@@ -74,10 +74,13 @@ def test_autorange_times_with_a_clock_that_waits_for_the_device(waits):
         (lambda: synchronize("xla"), ValueError, "synchronize: device 'xla'"),
         (lambda: images_per_second("1000", 2.0), TypeError, "two numbers"),
         (lambda: images_per_second(1000, 0.0), ValueError, "Stopwatch"),
+        (lambda: images_per_second(1000, float("nan")), ValueError, "Stopwatch"),
         (lambda: autorange(None), TypeError, "autorange: fn must be a function"),
         (lambda: autorange(lambda: None, min_run_time="1"), ValueError, "min_run_time"),
-        (lambda: load_results(None), TypeError, "folder must be the path of a folder"),
-        (lambda: load_results("Makefile"), ValueError, "folder must be the path of a folder"),
+        (lambda: load_results(None), TypeError, "path of a folder"),
+        (lambda: load_results("Makefile"), ValueError, "results_dir"),
+        (lambda: load_results("no-such-folder"), ValueError, "results_dir"),
+        (lambda: load_results("results", device_type="gpu"), ValueError, "'cuda'"),
         (lambda: load_results("results", quick="yes"), TypeError, "quick must be True, False or None"),
     ],
 )
@@ -87,8 +90,9 @@ def test_bad_arguments_are_named(call, error, words):
 
 
 @pytest.mark.parametrize("text", ["{not json", json.dumps({"device": {}}), "[]"])
-def test_load_results_refuses_a_file_that_is_no_result(tmp_path, text):
-    assert load_results(tmp_path) == [] and load_results(tmp_path / "nowhere") == []
+def test_load_results_refuses_a_file_that_is_no_result(tmp_path, text, monkeypatch):
+    monkeypatch.setattr(timing, "results_dir", lambda: tmp_path / "none yet")  # not made by make bench yet
+    assert load_results(tmp_path) == [] and load_results(tmp_path / "none yet") == []
     (tmp_path / "bench-other.json").write_text(text)
     with pytest.raises(ValueError, match="bench-other.json is not a result of make bench"):
         load_results(tmp_path)

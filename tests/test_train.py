@@ -9,16 +9,17 @@ from torch.utils.data import DataLoader, TensorDataset
 from helpers.train import evaluate, train_one_epoch
 
 LOSS = nn.CrossEntropyLoss()
+NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="a machine without CUDA")
 
 
-def _data(n=96, seed=0):
+def _data(n=96, seed=0, targets=lambda y: y):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, 4, generator=g)
-    return TensorDataset(x, (x[:, 0] > 0).long())
+    return TensorDataset(x, targets((x[:, 0] > 0).long()))
 
 
-def _loader(n=96, batch_size=32):
-    return DataLoader(_data(n), batch_size=batch_size)
+def _loader(n=96, batch_size=32, targets=lambda y: y):
+    return DataLoader(_data(n, targets=targets), batch_size=batch_size)
 
 
 def test_training_learns_and_returns_python_floats():
@@ -107,19 +108,32 @@ class _Pair(nn.Linear):
         ({"loss_fn": nn.CrossEntropyLoss}, TypeError, r"nn.CrossEntropyLoss\(\)"),
         ({"loss_fn": nn.CrossEntropyLoss(reduction="none")}, ValueError, "not one number.*reduction='mean'"),
         ({"loss_fn": lambda outputs, targets: 1.0}, ValueError, "not one number"),
-        ({"device": "gpu"}, ValueError, "'gpu' is no device.*'cuda'"),
-        ({"device": None}, TypeError, "device is None.*'cpu'"),
-        ({"device": 0}, TypeError, "device is 0"),
+        ({"device": "gpu"}, ValueError, "'gpu'.*'cuda'"),
+        ({"device": None}, TypeError, "device must be a device.*pick_device"),
+        ({"device": 0}, TypeError, "device must be a device"),
+        pytest.param({"device": "cuda"}, ValueError, "no CUDA.*pick_device", marks=NO_CUDA),
+        ({"writer": "runs/x"}, TypeError, "writer is 'runs/x'.*SummaryWriter"),
+        ({"epoch": 1.5}, TypeError, "epoch"),
+        ({"epoch": -1}, ValueError, "epoch"),
+        ({"progress": "no"}, TypeError, "progress must be True or False"),
+        ({"model": nn.Linear(4, 1)}, TypeError, r"returned \(32, 1\).*classes >= 2"),
+        ({"loader": _loader(targets=lambda y: y.float())}, TypeError, r"float32 \(32,\).*labels.long\(\)"),
+        ({"loader": _loader(targets=lambda y: y[:, None])}, TypeError, r"\(32, 1\).*squeeze\(1\)"),
+        ({"loader": _loader(targets=lambda y: nn.functional.one_hot(y).float())}, TypeError, "argmax"),
+        ({"loader": [(torch.randn(2, 4), [0, 1])]}, TypeError, r"\[0, 1\], not class numbers"),
     ],
 )
-def test_what_the_loops_cannot_use_is_named(loop, change, error, words):
+def test_what_the_loops_cannot_use_is_named_and_changes_nothing(loop, change, error, words):
     model = nn.Linear(4, 2)
-    kwargs = {"model": model, "loader": _loader(), "loss_fn": LOSS, "device": "cpu", **change}
+    kwargs = {"model": model, "loader": _loader(), "loss_fn": LOSS, "device": "cpu", "progress": False}
+    kwargs.update(change)
     if loop == "train":  # an optimizer for the model given, where it has parameters
         given = list(kwargs["model"].parameters()) if isinstance(kwargs["model"], nn.Module) else []
         kwargs["optimizer"] = torch.optim.SGD(given or model.parameters(), lr=0.1)
+    before = model.weight.clone()
     with pytest.raises(error, match=words):
-        (train_one_epoch if loop == "train" else evaluate)(**kwargs, progress=False)
+        (train_one_epoch if loop == "train" else evaluate)(**kwargs)
+    assert torch.equal(model.weight, before)
 
 
 @pytest.mark.parametrize(
