@@ -307,6 +307,8 @@ def expect_accuracy(accuracy: float, budget: Budget, dataset, **bands) -> tuple[
     """Check a test accuracy against the band the recipe reaches with this budget; print and return it.
     ``bands`` maps each ``Budget.mode`` (``full``, ``cpu``, ``quick``) to ``(low, high)``, measured on the
     stand-in. On the stand-in the accuracy must lie in the band; on CIFAR-10, only above chance (10%)."""
+    if isinstance(accuracy, torch.Tensor | np.number) and accuracy.ndim == 0:
+        accuracy = accuracy.item()  # a 0-d tensor or a NumPy number: its value
     if isinstance(accuracy, bool) or not isinstance(accuracy, float | int) or not 0 <= accuracy <= 1:
         raise ValueError(f"expect_accuracy: accuracy is {accuracy!r:.20}; give a fraction, 0.55 for 55%.")
     if not isinstance(budget, Budget) or not isinstance(dataset, Dataset):

@@ -192,7 +192,8 @@ def test_loader_workers_names_the_wrong_argument(device, processes, error):
 
 @pytest.mark.parametrize(
     ("accuracy", "stand_in", "raises"),
-    [(0.30, True, False), (0.10, True, True), (0.90, True, True), (0.90, False, False), (0.11, False, True)],
+    [(0.30, True, False), (0.10, True, True), (0.90, True, True), (0.90, False, False), (0.11, False, True)]
+    + [(torch.tensor(0.3), True, False), (np.float32(0.3), True, False)],
 )
 def test_expect_accuracy(capsys, accuracy, stand_in, raises):
     budget = training_budget("cpu", gpu_epochs=3, cpu_epochs=1)
