@@ -3,8 +3,8 @@
 ``right(check, answer)`` asserts that the check accepts the answer. ``wrong(check, answer,
 fragment)`` asserts that it refuses it with a ``CheckFailed`` (never ``CheckBug``, never another
 exception) whose message contains ``fragment`` and is a good message: one sentence, under 200
-characters, that names the mistake and the fix. ``cases(...)`` turns ``{name: answer}`` and
-``[(name, answer, fragment)]`` tables into pytest parameters with readable ids.
+characters, that names the mistake and the fix. ``table_cases`` and ``judge`` run one table of
+``(name, answer, fragment or None)`` rows per exercise.
 """
 
 from __future__ import annotations
@@ -49,9 +49,18 @@ def wrong(check, answer, fragment: str) -> CheckFailed:
     return error
 
 
-def right_cases(answers: dict) -> list:
-    return [pytest.param(answer, id=name) for name, answer in answers.items()]
+def table_cases(tables: dict) -> list:
+    """``{check: [(name, answer, fragment or None), ...]}`` as pytest parameters (check, answer, fragment)."""
+    return [
+        pytest.param(check, answer, fragment, id=f"{check.__name__.removeprefix('check_')}: {name}")
+        for check, rows in tables.items()
+        for name, answer, fragment in rows
+    ]
 
 
-def wrong_cases(answers: list) -> list:
-    return [pytest.param(answer, fragment, id=name) for name, answer, fragment in answers]
+def judge(check, answer, fragment, capsys) -> None:
+    """A right answer (``fragment`` None) must pass; a wrong one must be named with ``fragment``."""
+    if fragment is None:
+        right(check, answer, capsys)
+    else:
+        wrong(check, answer, fragment)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from exercise_answers import right, wrong, wrong_cases
+from exercise_answers import judge, table_cases
 
 from helpers.checks.nb00 import check_as_floats, check_move_all, check_noise
 from helpers.devices import pick_device, to_device, to_numpy
@@ -88,19 +88,12 @@ AS_FLOATS = [
     ("a tuple", lambda t: tuple(t.tolist()), "returned a tuple of 3 items, not a list"),
 ]
 
-CASES = [
-    pytest.param(check, *p.values, id=f"{check.__name__}: {p.id}")
-    for check, table in {check_noise: NOISE, check_move_all: MOVE_ALL, check_as_floats: AS_FLOATS}.items()
-    for p in wrong_cases(table)
-]
+TABLES = {check_noise: NOISE, check_move_all: MOVE_ALL, check_as_floats: AS_FLOATS}
 
 
-@pytest.mark.parametrize(("check", "answer", "fragment"), CASES)
-def test_right_answers_pass_and_mistakes_are_named(check, answer, fragment, capsys):
-    if fragment is None:
-        right(check, answer, capsys)
-    else:
-        wrong(check, answer, fragment)
+@pytest.mark.parametrize(("check", "answer", "fragment"), table_cases(TABLES))
+def test_an_answer(check, answer, fragment, capsys):
+    judge(check, answer, fragment, capsys)
 
 
 def test_noise_leaves_the_random_numbers_alone():

@@ -3,7 +3,7 @@
 import pytest
 import torch
 import torch.nn.functional as F
-from exercise_answers import right, wrong, wrong_cases
+from exercise_answers import judge, table_cases
 from torch import nn
 
 from helpers.checks.nb01 import check_cuda_batch, check_cuda_model_and_loss, check_tudui_with_relu
@@ -98,14 +98,8 @@ TABLES = {
     check_cuda_model_and_loss: MODEL_AND_LOSS,
     check_tudui_with_relu: TUDUI,
 }
-CASES = [
-    pytest.param(c, *p.values, id=f"{c.__name__}: {p.id}") for c, t in TABLES.items() for p in wrong_cases(t)
-]
 
 
-@pytest.mark.parametrize(("check", "answer", "fragment"), CASES)
-def test_right_answers_pass_and_mistakes_are_named(check, answer, fragment, capsys):
-    if fragment is None:
-        right(check, answer, capsys)
-    else:
-        wrong(check, answer, fragment)
+@pytest.mark.parametrize(("check", "answer", "fragment"), table_cases(TABLES))
+def test_an_answer(check, answer, fragment, capsys):
+    judge(check, answer, fragment, capsys)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from exercise_answers import right, wrong, wrong_cases
+from exercise_answers import judge, table_cases
 from torch import nn
 
 from helpers.checks.nb02 import check_accuracy, check_move_batch, check_weighted_loss
@@ -100,11 +100,8 @@ WEIGHTED_LOSS = [
 ]  # fmt: skip
 
 TABLES = {check_move_batch: MOVE_BATCH, check_accuracy: ACCURACY, check_weighted_loss: WEIGHTED_LOSS}
-CASES = [
-    pytest.param(c, *p.values, id=f"{c.__name__}: {p.id}") for c, t in TABLES.items() for p in wrong_cases(t)
-]
 
 
-@pytest.mark.parametrize(("check", "answer", "fragment"), CASES)
-def test_right_answers_pass_and_mistakes_are_named(check, answer, fragment, capsys):
-    right(check, answer, capsys) if fragment is None else wrong(check, answer, fragment)
+@pytest.mark.parametrize(("check", "answer", "fragment"), table_cases(TABLES))
+def test_an_answer(check, answer, fragment, capsys):
+    judge(check, answer, fragment, capsys)

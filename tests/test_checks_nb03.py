@@ -5,7 +5,7 @@ import pickle
 import numpy as np
 import pytest
 import torch
-from exercise_answers import right, wrong
+from exercise_answers import judge, right, table_cases
 
 from helpers.checks.nb03 import check_as_numpy, check_load_on_cpu, check_most_confused
 from helpers.devices import pick_device, to_numpy
@@ -84,15 +84,11 @@ CONFUSED = [
 
 
 TABLES = {check_as_numpy: AS_NUMPY, check_load_on_cpu: LOAD, check_most_confused: CONFUSED}
-CASES = [pytest.param(c, *case, id=f"{c.__name__[6:]}: {case[0]}") for c, t in TABLES.items() for case in t]
 
 
-@pytest.mark.parametrize(("check", "name", "answer", "fragment"), CASES)
-def test_an_answer(check, name, answer, fragment, capsys):
-    if fragment is None:
-        right(check, answer, capsys)
-    else:
-        wrong(check, answer, fragment)
+@pytest.mark.parametrize(("check", "answer", "fragment"), table_cases(TABLES))
+def test_an_answer(check, answer, fragment, capsys):
+    judge(check, answer, fragment, capsys)
 
 
 def test_the_checks_file_fails_as_a_gpu_checkpoint_does_and_other_saves_are_left_alone(tmp_path, request):

@@ -7,7 +7,7 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 import torch
-from exercise_answers import right, wrong
+from exercise_answers import judge, table_cases
 from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present as consume_prefix
 
 from helpers.checks.nb04 import check_numpy_batch_to_device, check_plain_state_dict, check_visible_gpus_env
@@ -96,12 +96,8 @@ ENV = [
 ]
 
 TABLES = {check_numpy_batch_to_device: BATCH, check_plain_state_dict: STATE, check_visible_gpus_env: ENV}
-CASES = [pytest.param(c, *case, id=f"{c.__name__[6:]}: {case[0]}") for c, t in TABLES.items() for case in t]
 
 
-@pytest.mark.parametrize(("check", "name", "answer", "fragment"), CASES)
-def test_an_answer(check, name, answer, fragment, capsys):
-    if fragment is None:
-        right(check, answer, capsys)
-    else:
-        wrong(check, answer, fragment)
+@pytest.mark.parametrize(("check", "answer", "fragment"), table_cases(TABLES))
+def test_an_answer(check, answer, fragment, capsys):
+    judge(check, answer, fragment, capsys)

@@ -5,7 +5,7 @@ import random
 import numpy as np
 import pytest
 import torch
-from exercise_answers import right, wrong
+from exercise_answers import judge, table_cases
 from torch.utils.data import DataLoader, DistributedSampler
 
 from helpers.checks.nb05 import check_launch_args, check_orders_for_epochs, check_shard_indices
@@ -100,12 +100,8 @@ LAUNCH = [  # n: nnodes, g: gpus_per_node, e: endpoint, j: job_id
 ]
 
 TABLES = {check_shard_indices: SHARD, check_orders_for_epochs: ORDERS, check_launch_args: LAUNCH}
-CASES = [pytest.param(c, *case, id=f"{c.__name__[6:]}: {case[0]}") for c, t in TABLES.items() for case in t]
 
 
-@pytest.mark.parametrize(("check", "name", "answer", "fragment"), CASES)
-def test_an_answer(check, name, answer, fragment, capsys):
-    if fragment is None:
-        right(check, answer, capsys)
-    else:
-        wrong(check, answer, fragment)
+@pytest.mark.parametrize(("check", "answer", "fragment"), table_cases(TABLES))
+def test_an_answer(check, answer, fragment, capsys):
+    judge(check, answer, fragment, capsys)

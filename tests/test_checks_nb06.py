@@ -4,7 +4,7 @@ from time import perf_counter
 
 import pytest
 import torch
-from exercise_answers import right, wrong, wrong_cases
+from exercise_answers import judge, table_cases
 from torch.utils.data import DataLoader, TensorDataset
 
 from helpers.checks.nb06 import check_device_batches, check_time_per_call, check_train_epoch
@@ -120,11 +120,8 @@ EPOCH = [
 
 
 TABLES = {check_time_per_call: TIME, check_device_batches: BATCHES, check_train_epoch: EPOCH}
-CASES = [
-    pytest.param(c, *p.values, id=f"{c.__name__}: {p.id}") for c, t in TABLES.items() for p in wrong_cases(t)
-]
 
 
-@pytest.mark.parametrize(("check", "answer", "fragment"), CASES)
-def test_answer(check, answer, fragment, capsys):
-    right(check, answer, capsys) if fragment is None else wrong(check, answer, fragment)
+@pytest.mark.parametrize(("check", "answer", "fragment"), table_cases(TABLES))
+def test_an_answer(check, answer, fragment, capsys):
+    judge(check, answer, fragment, capsys)

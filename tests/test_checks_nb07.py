@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from exercise_answers import right, wrong, wrong_cases
+from exercise_answers import judge, table_cases
 
 from helpers.checks.nb07 import check_accumulated_step, check_largest_batch, check_state_bytes
 from solutions import nb07 as solution
@@ -155,11 +155,8 @@ SEARCH = [
 ]
 
 TABLES = {check_state_bytes: STATE, check_accumulated_step: ACCUMULATE, check_largest_batch: SEARCH}
-CASES = [
-    pytest.param(c, *p.values, id=f"{c.__name__}: {p.id}") for c, t in TABLES.items() for p in wrong_cases(t)
-]
 
 
-@pytest.mark.parametrize(("check", "answer", "fragment"), CASES)
-def test_answer(check, answer, fragment, capsys):
-    right(check, answer, capsys) if fragment is None else wrong(check, answer, fragment)
+@pytest.mark.parametrize(("check", "answer", "fragment"), table_cases(TABLES))
+def test_an_answer(check, answer, fragment, capsys):
+    judge(check, answer, fragment, capsys)
