@@ -24,7 +24,9 @@ def pick_device(preferred: str | torch.device | None = None) -> torch.device:
         if device.type == "meta":
             raise ValueError("pick_device: 'meta' has shapes but no values; ask for 'cpu' or a GPU instead.")
         return device
-    if torch.accelerator.is_available():  # CUDA, MPS, XPU, ...
+    if torch.cuda.is_available():  # first, and asked as the .cuda() lessons ask it
+        return torch.device("cuda", torch.cuda.current_device())
+    if torch.accelerator.is_available():  # Apple's MPS, Intel's XPU, ...
         kind = torch.accelerator.current_accelerator().type
         return torch.device(kind, 0 if kind == "mps" else getattr(torch, kind).current_device())
     return torch.device("cpu")
