@@ -282,7 +282,7 @@ def run_notebook(server: LabServer, browser: Any, path: str, screenshot: Path, t
             prompts = [c["prompt"] for c in state["cells"] if c["code"]]
             running = any("*" in p for p in prompts)
             seen_running |= running
-            counted = all(p.strip("[]: ").isdigit() for p in prompts)
+            counted = any(p.strip("[]: ").isdigit() for p in prompts)  # ran, even if it stopped at an error
             quiet = not running and state["status"] == "idle" and (seen_running or counted)
             quiet_polls = quiet_polls + 1 if quiet else 0
             time.sleep(0.5)
