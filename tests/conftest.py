@@ -1,5 +1,14 @@
+import os
+import tempfile
+from pathlib import Path
+
 import pytest
 import torch
+
+try:
+    from figure_fonts import MIN_SHOWN_PX, kernel_env, read, shown_px, too_small
+except ImportError:  # loaded as `-p tests.conftest` from the repository root
+    from tests.figure_fonts import MIN_SHOWN_PX, kernel_env, read, shown_px, too_small
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 requires_two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
@@ -16,6 +25,63 @@ NBVAL_OUTPUT_TIMEOUT = 60  # seconds
 
 
 def pytest_collection_modifyitems(config, items):
+    fonts = None
     for item in items:
         if hasattr(item, "output_timeout"):  # an nbval cell: after it ran, nbval waits for its last
             item.output_timeout = NBVAL_OUTPUT_TIMEOUT  # outputs 5 s, too short on a busy 2-core machine
+            fonts = fonts or Path(tempfile.mkdtemp(prefix="course-figure-fonts-"))
+            _record_figures(item.parent, fonts)
+            _check_as_a_class_sees(item, fonts)
+
+
+def _record_figures(notebook, fonts: Path) -> None:
+    """The notebook's kernel records its figures' text sizes under ``fonts`` (figure_fonts.py)."""
+    if getattr(notebook, "course_fonts", None):
+        return
+    notebook.course_fonts, notebook.course_figures_seen = fonts, 0
+    start_kernel = notebook.setup
+
+    def setup():
+        env = {**kernel_env(fonts), "COURSE_NOTEBOOK": notebook.path.name}
+        saved = {name: os.environ.get(name) for name in env}
+        os.environ.update(env)
+        try:
+            start_kernel()  # the kernel takes its environment from this process's, now
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+    notebook.setup = setup
+
+
+def _check_as_a_class_sees(cell, fonts: Path) -> None:
+    """After nbval ran ``cell``: what the browser test checks of the notebooks it runs, for every notebook.
+
+    The cell fails when it printed on stderr (a warning reads as a failure to a student) or drew a figure
+    whose text is under 10 pt, or under 10 px as JupyterLab shows it on a 1280x720 screen.
+    """
+    run_cell = cell.runtest
+
+    def runtest():
+        run_cell()
+        stderr = [o.get("text", "") for o in cell.test_outputs or [] if o.get("name") == "stderr"]
+        if stderr:
+            cell.raise_cell_error(
+                f"the cell prints on stderr, which reads as a failure to a student: {stderr}"
+            )
+        notebook = cell.parent
+        figures = read(fonts, notebook.path.name)
+        new, notebook.course_figures_seen = figures[notebook.course_figures_seen :], len(figures)
+        problems = too_small(new)
+        for px, what in filter(None, map(shown_px, new)):
+            if px < MIN_SHOWN_PX:
+                problems.append(f"a figure's smallest text, {what}, is {px:.1f} px on a 1280x720 screen")
+        if problems:
+            cell.raise_cell_error(
+                f"figure text too small to read: {problems}; larger text or a narrower figure"
+            )
+
+    cell.runtest = runtest

@@ -14,6 +14,10 @@ import os
 from pathlib import Path
 
 MIN_POINTS = 10.0  # the smallest text a figure may have, in points: readable at 1280x720 on a projector
+MIN_SHOWN_PX = 10.0  # the smallest a figure's text may be as shown: 10 pt at 100 dpi, scaled to fit
+# The width the browser test's JupyterLab gives an output image on a 1280x720 screen (a wider figure is
+# scaled down to it). test_browser.py measures it in the notebooks it runs; nbval uses it for every figure.
+OUTPUT_WIDTH_PX = 779.0
 
 _STARTUP = """
 def _course_record_figure_fonts():
@@ -109,3 +113,15 @@ def too_small(figures: list[dict], minimum: float = MIN_POINTS) -> list[str]:
             examples = ", ".join(repr(text) for text in texts[:3])
             found.append(f"figure {number}: {len(texts)} text(s) at {size:g} pt, e.g. {examples}")
     return found
+
+
+def shown_px(figure: dict, room: float = OUTPUT_WIDTH_PX) -> tuple[float, str] | None:
+    """A shown figure's smallest text in px as JupyterLab shows it in ``room`` px, and what it is.
+
+    None for a figure saved to a file rather than shown, or one without text.
+    """
+    if "png" not in figure or not figure["texts"]:
+        return None
+    points, text = min(figure["texts"])
+    scale = min(1.0, room / figure["png"][0])
+    return points * figure["dpi"] / 72 * scale, f"{text!r}, {points:g} pt shown at {scale:.0%}"

@@ -154,7 +154,7 @@ class View:
     name: str  # "first-screen", "plot", "exercises"
     screenshot: Path
     text_px: dict[str, float]  # the visible texts (up to 40 characters) -> font size, CSS px
-    images: list[dict]  # visible output images: natural (PNG) and shown width and height, in px
+    images: list[dict]  # visible output images: natural (PNG) and shown width and height, room (width), px
     toasts: list[str]  # notifications over the page
 
 
@@ -223,8 +223,12 @@ _MEASURE_VIEW = """() => {
   }
   const images = Array.from(notebook.querySelectorAll('.jp-OutputArea-output img'))
     .filter(img => onScreen(img.getBoundingClientRect()) && img.naturalWidth > 0)
-    .map(img => ({natural: [img.naturalWidth, img.naturalHeight],
-                  shown: [img.clientWidth, img.clientHeight]}));
+    .map(img => {
+      const box = getComputedStyle(img.parentElement);  // max-width: 100% of this box's content
+      const room = img.parentElement.clientWidth - parseFloat(box.paddingLeft) - parseFloat(box.paddingRight);
+      const shown = [img.clientWidth, img.clientHeight];
+      return {natural: [img.naturalWidth, img.naturalHeight], shown, room};
+    });
   const toasts = Array.from(document.querySelectorAll('.Toastify__toast')).map(t => t.textContent.trim());
   return {texts, images, toasts};
 }""".replace("PANEL", _PANEL)
@@ -250,10 +254,14 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else "(empty error output)"
 
 
-def run_notebook(server: LabServer, browser: Any, path: str, screenshot: Path, timeout: float) -> NotebookRun:
+def run_notebook(
+    server: LabServer, browser: Any, path: str, screenshot: Path, timeout: float, run_cells: bool = True
+) -> NotebookRun:
     """Open ``path`` (relative to the server's root), run all cells, read the result, screenshot it.
 
-    The kernel is shut down and the page closed (never saved) on every exit, failures included.
+    With ``run_cells=False`` the notebook is only opened, as a class first sees it: its screens are
+    measured and nothing runs. The kernel is shut down and the page closed (never saved) on every exit,
+    failures included.
     """
     run = NotebookRun()
     screenshot.parent.mkdir(parents=True, exist_ok=True)
@@ -272,11 +280,12 @@ def run_notebook(server: LabServer, browser: Any, path: str, screenshot: Path, t
         page.goto(f"{url}?token={server.token}", wait_until="domcontentloaded", timeout=left_ms())
         page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell", timeout=left_ms())
         page.wait_for_function(_KERNEL_READY, timeout=left_ms(), polling=250)
-        _no_dialog(page.evaluate(_READ_CELLS))
-        page.get_by_role("menuitem", name="Run", exact=True).click(timeout=left_ms())
-        page.get_by_role("menuitem", name="Run All Cells", exact=True).click(timeout=left_ms())
+        state = _no_dialog(page.evaluate(_READ_CELLS))
+        if run_cells:
+            page.get_by_role("menuitem", name="Run", exact=True).click(timeout=left_ms())
+            page.get_by_role("menuitem", name="Run All Cells", exact=True).click(timeout=left_ms())
 
-        seen_running, quiet_polls = False, 0
+        seen_running, quiet_polls = False, 0 if run_cells else 3
         while time.monotonic() < deadline and quiet_polls < 3:  # idle, nothing queued, for a second
             state = _no_dialog(page.evaluate(_READ_CELLS))
             prompts = [c["prompt"] for c in state["cells"] if c["code"]]
@@ -288,12 +297,13 @@ def run_notebook(server: LabServer, browser: Any, path: str, screenshot: Path, t
             time.sleep(0.5)
         run.finished = quiet_polls >= 3
         run.seconds = time.monotonic() - start
-        for _ in range(20):  # widgets render after their output arrives: a moment to resolve
+        for _ in range(20):  # widgets render after their output arrives, the minimap after the page: a moment
             state = page.evaluate(_READ_CELLS)
-            if not any(o["text"] == LOADING_WIDGET for c in state["cells"] for o in c["outputs"]):
+            loading = any(o["text"] == LOADING_WIDGET for c in state["cells"] for o in c["outputs"])
+            if not loading and (len(state["minimap"]) == len(state["cells"]) or not run_cells):
                 break
             time.sleep(0.5)
-        _read_result(run, state)
+        _read_result(run, state, run_cells)
         run.views = _look(page, screenshot)
         if "error" in state["minimap"]:
             first = state["minimap"].index("error")
@@ -329,9 +339,11 @@ def _look(page: Any, screenshot: Path) -> list[View]:
     return views
 
 
-def _read_result(run: NotebookRun, state: dict) -> None:
+def _read_result(run: NotebookRun, state: dict, ran: bool = True) -> None:
     cells, minimap = state["cells"], state["minimap"]
     run.code_cells = sum(c["code"] for c in cells)
+    if not ran:  # opened only: no cell has run, and the minimap may not be drawn yet
+        minimap = [""] * len(cells)
     if len(minimap) != len(cells):
         raise RuntimeError(
             f"the notebook minimap lists {len(minimap)} cells for {len(cells)} cells: errors cannot be told "
@@ -349,7 +361,7 @@ def _read_result(run: NotebookRun, state: dict) -> None:
                 run.errors.append(f"cell {index}: {text[:300]}")
             elif text == LOADING_WIDGET:
                 run.errors.append(f"cell {index}: a widget was never displayed ({LOADING_WIDGET!r})")
-        if cell["code"] and cell["source"].strip() and not cell["prompt"].strip("[]: ").isdigit():
+        if ran and cell["code"] and cell["source"].strip() and not cell["prompt"].strip("[]: ").isdigit():
             run.not_run.append(index)
 
 

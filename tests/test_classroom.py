@@ -50,6 +50,43 @@ def test_figure_text_is_at_least_10_points(path):
     assert not small, f"{path.name} sets text below {MIN_POINTS:g} pt, too small for a projector: {small}"
 
 
+def test_nbval_fails_a_cell_that_prints_on_stderr_or_draws_text_too_small_to_read(tmp_path):
+    """conftest.py checks under nbval what the browser test checks in JupyterLab, for every notebook."""
+    nbformat = pytest.importorskip("nbformat")
+    plot = (
+        "import matplotlib.pyplot as plt\n\nfig, ax = plt.subplots(figsize=({}, 2), dpi=100)\n"
+        "ax.set_title('x', fontsize={})\nplt.show()"
+    )
+    cells = {
+        "fine": "print('on stdout')",
+        "stderr": "import sys\n\nprint('a warning', file=sys.stderr)",
+        "readable": plot.format(6, 10),  # under 779 px wide: 10 pt at 100 dpi is 13.9 px
+        "under_10_pt": plot.format(4, 8),
+        "shrunk": plot.format(14, 10),  # 1,150 px wide, shown in 779: 10 pt becomes 9.4 px
+    }
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells.values()])
+    nbformat.write(notebook, tmp_path / "classroom.ipynb")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", str(tmp_path / "classroom.ipynb"), "-p", "tests.conftest", "-v"]
+        + ["--nbval-lax", "--nbval-current-env", "-p", "no:cacheprovider", "--rootdir", str(ROOT)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    outcomes = re.findall(r"::Cell (\d) (PASSED|FAILED)", done.stdout)
+    assert outcomes == [
+        ("0", "PASSED"),
+        ("1", "FAILED"),
+        ("2", "PASSED"),
+        ("3", "FAILED"),
+        ("4", "FAILED"),
+    ], done.stdout[-3000:]
+    assert "prints on stderr" in done.stdout and "a warning" in done.stdout
+    assert "1 text(s) at 8 pt, e.g. 'x'" in done.stdout
+    assert "10 pt shown at 68%, is 9.4 px" in done.stdout
+
+
 # --- what `make lab` starts ---------------------------------------------------------------------
 
 
