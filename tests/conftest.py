@@ -30,19 +30,23 @@ def pytest_collection_modifyitems(config, items):
         if hasattr(item, "output_timeout"):  # an nbval cell: after it ran, nbval waits for its last
             item.output_timeout = NBVAL_OUTPUT_TIMEOUT  # outputs 5 s, too short on a busy 2-core machine
             fonts = fonts or Path(tempfile.mkdtemp(prefix="course-figure-fonts-"))
-            _record_figures(item.parent, fonts)
+            _start_kernel_with(item.parent, fonts)
             _check_as_a_class_sees(item, fonts)
 
 
-def _record_figures(notebook, fonts: Path) -> None:
-    """The notebook's kernel records its figures' text sizes under ``fonts`` (figure_fonts.py)."""
+def _start_kernel_with(notebook, fonts: Path) -> None:
+    """The notebook's kernel records its figures' text sizes under ``fonts`` (figure_fonts.py), and its
+    progress bars update once a second. nbval reads a kernel's messages only once a cell has ended; past
+    about 2,000 (ZeroMQ's queues) the rest are dropped, the cell's last among them, and nbval then waits
+    in vain. A progress bar sends about 25 a second, so a cell that trains for a minute or more on a busy
+    machine would fail."""
     if getattr(notebook, "course_fonts", None):
         return
     notebook.course_fonts, notebook.course_figures_seen = fonts, 0
     start_kernel = notebook.setup
 
     def setup():
-        env = {**kernel_env(fonts), "COURSE_NOTEBOOK": notebook.path.name}
+        env = {**kernel_env(fonts), "COURSE_NOTEBOOK": notebook.path.name, "TQDM_MININTERVAL": "1"}
         saved = {name: os.environ.get(name) for name in env}
         os.environ.update(env)
         try:
