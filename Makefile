@@ -81,13 +81,13 @@ test: setup
 		-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 		--nbval-lax --nbval-current-env --nbval-cell-timeout=600 -p no:cacheprovider
 
-# `make test-torch TORCH=2.6.0 TORCHVISION=0.21.0`: requirements.txt with that torch and torchvision, in
+# `make test-torch TORCH=2.8.0 TORCHVISION=0.23.0`: requirements.txt with that torch and torchvision, in
 # .venv-torch-<TORCH>, then the unit tests and every notebook in quick mode (not the browser tests: `make lab`).
 TORCH_VENV = .venv-torch-$(TORCH)
 .PHONY: test-torch
 test-torch:
 	@test -n "$(TORCH)" -a -n "$(TORCHVISION)" || { echo "Say which: \
-	make test-torch TORCH=2.6.0 TORCHVISION=0.21.0" >&2; exit 1; }
+	make test-torch TORCH=2.8.0 TORCHVISION=0.23.0" >&2; exit 1; }
 	test -x $(TORCH_VENV)/bin/python || "$(PYTHON)" -m venv $(TORCH_VENV)
 	sed -e 's/^torch==.*/torch==$(TORCH)/' -e 's/^torchvision==.*/torchvision==$(TORCHVISION)/' \
 		$(REQUIREMENTS) > $(TORCH_VENV)/requirements.txt

@@ -1,9 +1,8 @@
 """Timing code on any device (``06_performance``), and reading the results of ``make bench``. A GPU runs
 its work later, while Python goes on: every timer here waits for the device before and after."""
 
-import contextlib
-import io
 import json
+import logging
 import numbers
 import time
 import timeit
@@ -16,10 +15,9 @@ import torch
 from helpers import _args
 from helpers.devices import as_device, pick_device
 
-# Quiet: where a CUDA toolkit is installed but no GPU is usable, this import prints a note on CUDA_HOME
-# (about compiling C++ extensions, which the course never does) that reads like an error.
-with contextlib.redirect_stderr(io.StringIO()):
-    from torch.utils import benchmark
+# With a CUDA toolkit but no usable GPU, this import warns about CUDA_HOME (for C++ extensions): quiet it.
+logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+from torch.utils import benchmark  # noqa: E402
 
 
 def _wait_for(device: torch.device) -> Callable[[], Any]:

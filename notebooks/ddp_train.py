@@ -148,7 +148,7 @@ def train(args, rank, world_size, local_world_size, device, backend):
         difference = (copy - copies[0]).abs().max().item()
         log(f"rank {other}/{world_size}: largest weight difference from rank 0 = {difference}")
     log(f"saved {args.out}")
-    dist.barrier()  # all ranks done with the collectives before the teardown (PyTorch 2.6 could hang there)
+    dist.barrier()  # every rank is done with the collectives before any leaves the group
 
 
 def main():
