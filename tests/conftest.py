@@ -1,4 +1,3 @@
-import os
 import tempfile
 from pathlib import Path
 
@@ -35,11 +34,9 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _start_kernel_with(notebook, fonts: Path) -> None:
-    """The notebook's kernel records its figures' text sizes under ``fonts`` (figure_fonts.py), and its
-    progress bars update once a second. nbval reads a kernel's messages only once a cell has ended; past
-    about 2,000 (ZeroMQ's queues) the rest are dropped, the cell's last among them, and nbval then waits
-    in vain. A progress bar sends about 25 a second, so a cell that trains for a minute or more on a busy
-    machine would fail."""
+    """The notebook's kernel records its figures' text sizes (figure_fonts.py), and its progress bars
+    update once a second: nbval reads a cell's messages when it ends, and past ZeroMQ's queues (about
+    2,000) the rest, the last among them, are dropped. A bar sends about 25 a second."""
     if getattr(notebook, "course_fonts", None):
         return
     notebook.course_fonts, notebook.course_figures_seen = fonts, 0
@@ -47,32 +44,22 @@ def _start_kernel_with(notebook, fonts: Path) -> None:
 
     def setup():
         env = {**kernel_env(fonts), "COURSE_NOTEBOOK": notebook.path.name, "TQDM_MININTERVAL": "1"}
-        saved = {name: os.environ.get(name) for name in env}
-        os.environ.update(env)
-        try:
-            start_kernel()  # the kernel takes its environment from this process's, now
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+        with pytest.MonkeyPatch.context() as patch:  # the kernel takes this process's environment
+            for name, value in env.items():
+                patch.setenv(name, value)
+            start_kernel()
 
     notebook.setup = setup
 
 
 def _check_as_a_class_sees(cell, fonts: Path) -> None:
-    """After nbval ran ``cell``: what the browser test checks of the notebooks it runs, for every notebook.
-
-    The cell fails when it printed on stderr (a warning reads as a failure to a student) or drew a figure
-    whose text is under 10 pt, or under 10 px as JupyterLab shows it on a 1280x720 screen.
-    """
+    """After nbval ran ``cell``, what the browser test checks of a run: no stderr (it reads as a failure
+    to a student), no figure text under 10 pt, or under 10 px as JupyterLab shows it at 1280x720."""
     run_cell = cell.runtest
 
     def runtest():
         run_cell()
-        stderr = [o.get("text", "") for o in cell.test_outputs or [] if o.get("name") == "stderr"]
-        if stderr:
+        if stderr := [o.get("text", "") for o in cell.test_outputs or [] if o.get("name") == "stderr"]:
             cell.raise_cell_error(
                 f"the cell prints on stderr, which reads as a failure to a student: {stderr}"
             )

@@ -116,10 +116,7 @@ def too_small(figures: list[dict], minimum: float = MIN_POINTS) -> list[str]:
 
 
 def shown_px(figure: dict, room: float = OUTPUT_WIDTH_PX) -> tuple[float, str] | None:
-    """A shown figure's smallest text in px as JupyterLab shows it in ``room`` px, and what it is.
-
-    None for a figure saved to a file rather than shown, or one without text.
-    """
+    """A shown figure's smallest text in px, shown in ``room`` px, and what (None: saved, or no text)."""
     if "png" not in figure or not figure["texts"]:
         return None
     points, text = min(figure["texts"])

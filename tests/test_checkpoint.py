@@ -143,8 +143,7 @@ def test_numpy_numbers_in_the_optimizer_state_are_stored_as_numbers(tmp_path):
 
 
 def test_a_crash_during_a_save_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
-    path = tmp_path / "c.pt"
-    save_checkpoint(path, SimpleModel(), None, epoch=1)
+    save_checkpoint(path := tmp_path / "c.pt", SimpleModel(), None, epoch=1)
     before = path.read_bytes()
 
     def dies_half_way(obj, file, *args, **kwargs):
@@ -161,42 +160,42 @@ def test_a_symbolic_link_is_followed_not_replaced(tmp_path):
     (tmp_path / "runs").mkdir()
     (tmp_path / "last.pt").symlink_to(tmp_path / "runs" / "real.pt")
     save_checkpoint(tmp_path / "last.pt", SimpleModel(), None, epoch=3)
-    assert (tmp_path / "last.pt").is_symlink() and load_checkpoint(
-        tmp_path / "runs" / "real.pt", SimpleModel()
-    )[0] == 3
+    assert (tmp_path / "last.pt").is_symlink()
+    assert load_checkpoint(tmp_path / "runs" / "real.pt", SimpleModel())[0] == 3
 
 
 @pytest.mark.parametrize(
     ("arguments", "error", "words"),
-    [
-        ({"epoch": 2.5}, TypeError, "epoch is the number of epochs done"),
-        ({"epoch": "3"}, TypeError, "epoch"),
-        ({"epoch": -1}, ValueError, "0 or more"),
-        ({"model": SimpleModel}, TypeError, "model must be an nn.Module"),
-        ({"optimizer": "sgd"}, TypeError, "optimizer must be a torch.optim optimizer or None"),
-        ({"path": 3}, TypeError, "path must be a file path"),
-        ({"path": ""}, ValueError, "path must be a file path"),
-        ({"path": "folder/"}, IsADirectoryError, "is a folder; add a file name"),
-        ({"path": "folder"}, IsADirectoryError, "is a folder; add a file name"),
-        ({"path": "notes.txt/c.pt"}, NotADirectoryError, "notes.txt is a file, not a folder"),
-        ({"path": "notes.txt"}, FileExistsError, "notes.txt exists and is no checkpoint"),
-    ],
+    [({"epoch": 2.5}, TypeError, "epoch is the number of epochs done"), ({"epoch": "3"}, TypeError, "epoch")]
+    + [({"epoch": -1}, ValueError, "0 or more"), ({"path": ""}, ValueError, "path must be a file path")]
+    + [({"model": SimpleModel}, TypeError, "model must be an nn.Module")]
+    + [({"optimizer": "sgd"}, TypeError, "optimizer must be a torch.optim optimizer or None")]
+    + [({"path": 3}, TypeError, "path must be a file path")]
+    + [({"path": "folder/"}, IsADirectoryError, "is a folder; add a file name")]
+    + [({"path": "folder"}, IsADirectoryError, "is a folder; add a file name")]
+    + [({"path": "notes.txt/c.pt"}, NotADirectoryError, "notes.txt is a file, not a folder")]
+    + [({"path": "notes.txt"}, FileExistsError, "notes.txt exists and is no checkpoint")],
 )
 def test_save_checkpoint_names_a_wrong_argument(tmp_path, monkeypatch, arguments, error, words):
     monkeypatch.chdir(tmp_path)
     Path("folder").mkdir()
     Path("notes.txt").write_text("notes")
     with pytest.raises(error, match=words):
-        save_checkpoint(
-            **{"path": "c.pt", "model": SimpleModel(), "optimizer": None, "epoch": 1, **arguments}
-        )
+        save_checkpoint(**{"path": "c.pt", "model": SimpleModel(), "optimizer": None, "epoch": 1} | arguments)
     assert Path("notes.txt").read_text() == "notes" and not Path("c.pt").exists()
 
 
-def _make(tmp_path, name):
-    """Write the file ``name`` that load_checkpoint is asked to read, and return its path."""
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [("truncated.pt", "truncated or corrupt"), ("notes.pt", "is not a file of torch.save")]
+    + [("empty.pt", "is not a file of torch.save"), ("whole.pt", "pickled Python objects")]
+    + [("bare.pt", "was not written by save_checkpoint: load it with torch.load")]
+    + [("folder", "is a folder, not a checkpoint file. Checkpoints in .*folder: inside.pt")]
+    + [("missing.pt", r"missing.pt does not exist. Checkpoints in .*: epoch_1.pt")],
+)
+def test_what_is_not_a_checkpoint_is_refused_saying_what_it_is(tmp_path, name, words):
     save_checkpoint(tmp_path / "epoch_1.pt", SimpleModel(), None, epoch=1)
-    path = tmp_path / name
+    path = tmp_path / name  # written here as the file that load_checkpoint is asked to read
     if name == "truncated.pt":
         path.write_bytes((tmp_path / "epoch_1.pt").read_bytes()[:300])
     elif name in ("notes.pt", "empty.pt"):
@@ -208,23 +207,6 @@ def _make(tmp_path, name):
     elif name == "folder":
         path.mkdir()
         save_checkpoint(path / "inside.pt", SimpleModel(), None, epoch=1)
-    return path
-
-
-@pytest.mark.parametrize(
-    ("name", "words"),
-    [
-        ("truncated.pt", "truncated or corrupt"),
-        ("notes.pt", "is not a file of torch.save"),
-        ("empty.pt", "is not a file of torch.save"),
-        ("bare.pt", "was not written by save_checkpoint: load it with torch.load"),
-        ("whole.pt", "pickled Python objects"),
-        ("folder", "is a folder, not a checkpoint file. Checkpoints in .*folder: inside.pt"),
-        ("missing.pt", r"missing.pt does not exist. Checkpoints in .*: epoch_1.pt"),
-    ],
-)
-def test_what_is_not_a_checkpoint_is_refused_saying_what_it_is(tmp_path, name, words):
-    path = _make(tmp_path, name)
     model = SimpleModel()
     before = [p.clone() for p in model.parameters()]
     with pytest.raises(CheckpointError, match=words):

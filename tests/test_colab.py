@@ -1,10 +1,7 @@
-"""Colab and Kaggle: one address and tag, every link and setup cell, scripts/colab_cells.py, the release.
+"""Colab and Kaggle: the address and tag, every link and setup cell, scripts/colab_cells.py, make release.
 
-The setup cell runs for real: here, where it must do nothing, and with the variables Colab and Kaggle set
-(``COLAB_RELEASE_TAG``, ``KAGGLE_KERNEL_RUN_TYPE``), where it clones the course at its tag from a local
-git repository that stands in for GitHub (git's ``insteadOf``) and runs its pip command with
-``--dry-run``: git and pip check the commands a Colab runtime runs, offline. ``make release`` runs in a
-temporary clone of this repository.
+The setup cell runs for real, here and with Colab's and Kaggle's variables set: it clones the course at its
+tag from a local repository standing in for GitHub (git's ``insteadOf``), and pip runs with ``--dry-run``.
 """
 
 import ast
@@ -19,16 +16,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 
-from helpers.course import (
-    CHECKOUT_VARIABLE,
-    KAGGLE_NOTEBOOKS,
-    REPOSITORY,
-    TAG,
-    colab_url,
-    kaggle_url,
-    setup_hint,
-)
+from helpers import course
+from helpers.course import REPOSITORY, TAG, colab_url, kaggle_url, setup_hint
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -45,31 +36,23 @@ PLATFORMS = ("COLAB_RELEASE_TAG", "KAGGLE_KERNEL_RUN_TYPE")
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git to stand in for GitHub")
 
 
-def _assigned(source: str) -> tuple:
-    """The literal ``repository, tag`` the setup cell assigns."""
+def _assigned(source: str) -> tuple:  # the literal `repository, tag` the setup cell assigns
     line = next(line for line in source.splitlines() if line.strip().startswith("repository, tag = "))
     return ast.literal_eval(line.split("=", 1)[1].strip())
 
 
-def _git(*args, cwd=None, check=True):
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=check)
+def _git(*args, cwd=None, check=True):  # as a committer named t
+    command = ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=check)
 
 
-def _python(source: str, env: dict) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-c", source]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+def _python(code: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
 
 
-def _commit(cwd, message):
-    _git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", message, "--allow-empty", cwd=cwd)
-
-
-def test_the_tag_is_the_pyproject_version_and_the_repository_is_on_github():
+def test_the_tag_is_the_pyproject_version_the_repository_is_on_github_the_addresses_and_the_hint():
     assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", REPOSITORY)
     assert re.fullmatch(r"v\d+\.\d+\.\d+", TAG) and f"v{PROJECT['version']}" == TAG
-
-
-def test_the_addresses_and_the_hint():
     blob = f"{OWNER_AND_NAME}/blob/{TAG}/notebooks/00_x.ipynb"
     assert colab_url("00_x.ipynb") == f"https://colab.research.google.com/github/{blob}"
     assert kaggle_url("00_x.ipynb") == f"https://kaggle.com/kernels/welcome?src=https://github.com/{blob}"
@@ -105,7 +88,7 @@ def test_every_link_and_setup_cell_names_the_one_address_and_tag():
         badge = cells[0]
         # the links as text too, not only behind the badges' images (which cannot load offline)
         text_links = [url for _, url in re.findall(r"(?<!!)\[([^\[\]]+)\]\(([^)]+)\)", badge.source)]
-        kaggle = path.name in KAGGLE_NOTEBOOKS
+        kaggle = path.name in course.KAGGLE_NOTEBOOKS
         expected = [colab_url(path.name)] + ([kaggle_url(path.name)] if kaggle else [])
         assert text_links == expected, badge.source
         assert "colab-badge.svg" in badge.source and ("open-in-kaggle.svg" in badge.source) == kaggle
@@ -128,9 +111,8 @@ def test_every_link_and_setup_cell_names_the_one_address_and_tag():
 
 
 def test_setup_cell_does_nothing_on_this_machine():
-    env = {k: v for k, v in os.environ.items() if k not in PLATFORMS}
     probe = tool.setup_source() + "\nimport sys\nprint('torch imported:', 'torch' in sys.modules)"
-    done = _python(probe, env)
+    done = _python(probe, {k: v for k, v in os.environ.items() if k not in PLATFORMS})
     assert (done.returncode, done.stdout, done.stderr) == (0, "torch imported: False\n", "")
 
 
@@ -168,7 +150,7 @@ def _runtime(tmp_path, remote: Path, platform: dict) -> dict:
 _FIND_RECORDINGS = f"""
 import json
 from helpers.recorded import find_recording, recordings_root
-checkout = Path(os.environ[{CHECKOUT_VARIABLE!r}])
+checkout = Path(os.environ[{course.CHECKOUT_VARIABLE!r}])
 notebook = json.loads(next(iter(sorted(checkout.glob("notebooks/00_*.ipynb")))).read_text())
 cells = [c for c in notebook["cells"] if c["cell_type"] == "code" and c["id"] != "colab-setup"]
 shown = next(c["id"] for c in cells if "show_gpu_output(" in "".join(c["source"]))
@@ -190,8 +172,6 @@ def test_setup_cell_on_a_colab_stand_in_fetches_the_tag_installs_from_it_and_fin
     assert f"Would install {PROJECT['name']}-" in log and str(checkout) in log
     assert "Collecting torch" not in log  # --no-deps: nothing else is even looked at
     *hint, recordings = done.stdout.splitlines()
-    import torch
-
     expected = setup_hint("colab", has_gpu=torch.cuda.is_available())
     assert hint == ([expected] if expected else [])  # on a CPU "Colab": how to switch to a GPU
     # helpers.recorded reads the recorded runs of the fetched release
@@ -207,10 +187,8 @@ def test_setup_cell_on_a_colab_stand_in_fetches_the_tag_installs_from_it_and_fin
 @pytest.mark.parametrize("platform", [{"COLAB_RELEASE_TAG": "x"}, {"KAGGLE_KERNEL_RUN_TYPE": "Interactive"}])
 def test_setup_cell_fails_with_one_sentence_naming_the_address_and_tag(tmp_path, platform):
     remote = _stand_in_for_github(tmp_path, ["refs/heads/main"])  # published, but not this release
-    if "KAGGLE_KERNEL_RUN_TYPE" in platform:
-        remote = tmp_path / "no-such-repository"
-    env = _runtime(tmp_path, remote, platform)
-    done = _python(tool.setup_source(), env)
+    remote = tmp_path / "no-such-repository" if "KAGGLE_KERNEL_RUN_TYPE" in platform else remote
+    done = _python(tool.setup_source(), _runtime(tmp_path, remote, platform))
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("RuntimeError: ") and REPOSITORY in last and TAG in last, last
@@ -223,10 +201,9 @@ def test_setup_cell_fails_with_one_sentence_naming_the_address_and_tag(tmp_path,
 def test_what_colab_installs_holds_every_helpers_module(tmp_path):
     """The wheel pip builds from the repository has every module of helpers (torchrun -m helpers.X)."""
     source = tmp_path / "source"  # a copy, so that the build leaves nothing in the checkout
-    source.mkdir()
+    shutil.copytree(ROOT / "helpers", source / "helpers", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
-    shutil.copytree(ROOT / "helpers", source / "helpers", ignore=shutil.ignore_patterns("__pycache__"))
     pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-index", "--no-build-isolation", "--quiet"]
     pip += ["--disable-pip-version-check", "-w", str(tmp_path / "wheel"), str(source)]
     built = subprocess.run(pip, capture_output=True, text=True, timeout=300)
@@ -238,17 +215,12 @@ def test_what_colab_installs_holds_every_helpers_module(tmp_path):
     assert modules <= packed, f"not in the wheel Colab installs: {sorted(modules - packed)}"
 
 
-def _notebook(tmp_path, cells, name="07_example.ipynb"):
-    path = tmp_path / name
-    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
-    return path
-
-
-def test_tool_adds_the_cells_keeps_the_others_is_idempotent_and_refuses_other_files(tmp_path, capsys):
+def test_tool_adds_and_refreshes_the_cells_keeps_the_others_and_refuses_other_files(tmp_path, capsys):
     md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
     cells = [md("# Title", id="t-0"), md("## Setup", id="t-1")]
     cells += [code("import torch", id="t-2", metadata={"tags": ["keep-me"]}), code("x = 1", id="t-3")]
-    path = _notebook(tmp_path, cells)
+    path = tmp_path / "07_example.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
     assert tool.main(["--check", str(path)]) == 1 and str(path) in capsys.readouterr().out
     assert tool.main([str(path)]) == 0
     after = nbformat.read(path, as_version=4).cells
@@ -259,7 +231,8 @@ def test_tool_adds_the_cells_keeps_the_others_is_idempotent_and_refuses_other_fi
     assert tool.main([str(path)]) == 0 and path.read_bytes() == written  # a second run writes nothing
     assert tool.main(["--check", str(path)]) == 0
 
-    text_only = _notebook(tmp_path, [md("# Only text", id="t-0")], name="00_text.ipynb")
+    text_only = tmp_path / "00_text.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[md("# Only text", id="t-0")]), text_only)
     tool.main([str(text_only)])
     after = nbformat.read(text_only, as_version=4).cells
     assert [c.id for c in after] == [tool.BADGE_ID, "t-0", tool.SETUP_ID]
@@ -268,14 +241,13 @@ def test_tool_adds_the_cells_keeps_the_others_is_idempotent_and_refuses_other_fi
     with pytest.raises(SystemExit, match="no such file"):
         tool.main([str(tmp_path / "missing.ipynb")])
 
-
-def test_tool_refreshes_stale_cells_in_place_without_duplicating_them(tmp_path):
-    md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+    # refreshed in place, not duplicated:
     old_badge = "[![Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://x/old.ipynb)"
     # a badge without its id, in the wrong place, and a setup cell of an earlier version
     cells = [md("# Title", id="t-0"), code("import torch", id="t-1"), md(old_badge, id="t-2")]
     cells.append(code("# Colab only: install the course's helpers (old)\nprint('old')", id="t-3"))
-    path = _notebook(tmp_path, cells, name="04_data_parallel.ipynb")  # one with a Kaggle link too
+    path = tmp_path / "04_data_parallel.ipynb"  # one with a Kaggle link too
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
     assert tool.main(["--check", str(path)]) == 1
     tool.main([str(path)])
     after = nbformat.read(path, as_version=4).cells
@@ -310,7 +282,7 @@ def clone(tmp_path):
     for notebook in NOTEBOOKS:
         shutil.copy(notebook, path / "notebooks" / notebook.name)
     _git("add", "-A", cwd=path)
-    _commit(path, "now")
+    _git("commit", "-qam", "now", "--allow-empty", cwd=path)
     return path
 
 
@@ -340,7 +312,7 @@ def test_release_sets_the_version_everywhere_and_refuses_a_bad_version_a_dirty_t
     with pytest.raises(SystemExit, match="git status"):  # the release's own changes, not committed yet
         tool.release("9.8.8", root=clone)
     assert _git("diff", cwd=clone).stdout == diff
-    _commit(clone, f"Release v{new}")
+    _git("commit", "-qam", f"Release v{new}", "--allow-empty", cwd=clone)
     _git("tag", f"v{new}", cwd=clone)
     with pytest.raises(SystemExit, match=f"v{new}"):
         tool.release(new, root=clone)

@@ -12,14 +12,13 @@ from torchvision import transforms
 from helpers import data
 from helpers.data import SyntheticCIFAR10, load_cifar10, make_synthetic_cifar10, training_budget
 
-# The stand-in as it was calibrated (results/data-calibration.json): any change of the generator must
-# fail here. Labels exactly; pixels by each image's mean and spread, since two CPUs may round a few
-# pixels of the same image one level apart.
+# The calibrated stand-in: labels exactly, pixels by image mean and spread (CPUs may round a pixel apart).
 FINGERPRINT_LABELS = "f0299de65f6a03903a590d46536ba154599a001ec92aac3b46caa941642490d2"
 FINGERPRINT_MEANS = [75.51, 107.52, 161.54, 89.58, 180.7, 120.45, 119.75, 106.54]
 FINGERPRINT_STDS = [41.63, 52.98, 55.34, 26.05, 33.13, 40.11, 54.09, 38.71]
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="a machine without CUDA")
 BUDGET, STAND_IN = data.Budget(100, 50, 1, "a test", "cpu"), SyntheticCIFAR10(size=1)
+SIZES = {"cpu_train_size": 100, "cpu_test_size": 50, "quick_train_size": 20, "quick_test_size": 10}
 
 
 def test_the_stand_in_is_the_calibrated_one():
@@ -85,17 +84,15 @@ def test_offline_auto_falls_back_and_cifar10_is_a_clear_error(monkeypatch, tmp_p
 
 def test_real_cifar10_on_disk_is_used(tmp_path, monkeypatch):
     """A tiny folder in the real CIFAR-10 format, loaded by torchvision's own code."""
-    import torchvision.datasets.cifar
     from torchvision.datasets import CIFAR10
 
-    (tmp_path / CIFAR10.base_folder).mkdir()
+    (folder := tmp_path / CIFAR10.base_folder).mkdir()
     rng = np.random.default_rng(0)
     for name, _ in CIFAR10.train_list + CIFAR10.test_list:
         batch = {"data": rng.integers(0, 256, (5, 3072), dtype=np.uint8), "labels": list(range(5))}
-        (tmp_path / CIFAR10.base_folder / name).write_bytes(pickle.dumps(batch))
-    meta = pickle.dumps({"label_names": ["a"] * 10})
-    (tmp_path / CIFAR10.base_folder / CIFAR10.meta["filename"]).write_bytes(meta)
-    monkeypatch.setattr(torchvision.datasets.cifar, "check_integrity", lambda *args, **kwargs: True)
+        (folder / name).write_bytes(pickle.dumps(batch))
+    (folder / CIFAR10.meta["filename"]).write_bytes(pickle.dumps({"label_names": ["a"] * 10}))
+    monkeypatch.setattr("torchvision.datasets.cifar.check_integrity", lambda *args, **kwargs: True)
     monkeypatch.setenv("COURSE_DATA_DIR", str(tmp_path))
     dataset = load_cifar10(train=True, size=7, source="cifar10")
     assert isinstance(dataset, CIFAR10) and len(dataset) == 7 and len(dataset.targets) == 7
@@ -103,15 +100,11 @@ def test_real_cifar10_on_disk_is_used(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(
     ("kwargs", "error", "words"),
-    [
-        ({"train": "test"}, TypeError, "train .*True or False"),
-        ({"train": None}, TypeError, "train .*True or False"),
-        ({"size": 1e4}, TypeError, "size=10_000"),
-        ({"size": 0}, ValueError, "size"),
-        ({"transform": transforms.ToTensor}, TypeError, r"ToTensor\(\)"),
-        ({"transform": "to_tensor"}, TypeError, "transform"),
-        ({"source": "imagenet"}, ValueError, "'imagenet'.*'synthetic'"),
-    ],
+    [({"train": "test"}, TypeError, "train .*True or False")]
+    + [({"train": None}, TypeError, "train .*True or False"), ({"size": 0}, ValueError, "size")]
+    + [({"size": 1e4}, TypeError, "size=10_000"), ({"transform": "to_tensor"}, TypeError, "transform")]
+    + [({"transform": transforms.ToTensor}, TypeError, r"ToTensor\(\)")]
+    + [({"source": "imagenet"}, ValueError, "'imagenet'.*'synthetic'")],
 )
 def test_load_cifar10_names_the_wrong_argument(kwargs, error, words):
     with pytest.raises(error, match=words):
@@ -133,18 +126,11 @@ def two_gpus(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
 
 
-SIZES = {"cpu_train_size": 100, "cpu_test_size": 50, "quick_train_size": 20, "quick_test_size": 10}
-
-
 @pytest.mark.parametrize(
     ("device", "quick", "small_on_gpu", "expected"),
-    [
-        ("cpu", "0", None, (100, 50, 2, "cpu")),
-        ("cuda", "0", None, (None, None, 5, "full")),
-        ("cuda:1", "0", "a batch of 4", (100, 50, 2, "cpu")),
-        ("cuda", "1", None, (20, 10, 1, "quick")),
-        (torch.device("cpu"), "1", None, (20, 10, 1, "quick")),
-    ],
+    [("cpu", "0", None, (100, 50, 2, "cpu")), ("cuda", "0", None, (None, None, 5, "full"))]
+    + [("cuda:1", "0", "a batch of 4", (100, 50, 2, "cpu")), ("cuda", "1", None, (20, 10, 1, "quick"))]
+    + [(torch.device("cpu"), "1", None, (20, 10, 1, "quick"))],
 )
 def test_training_budget(two_gpus, monkeypatch, device, quick, small_on_gpu, expected):
     monkeypatch.setenv("COURSE_QUICK", quick)
@@ -155,15 +141,12 @@ def test_training_budget(two_gpus, monkeypatch, device, quick, small_on_gpu, exp
 
 @pytest.mark.parametrize(
     ("kwargs", "error", "words"),
-    [
-        ({"device": "gpu"}, ValueError, "'gpu'.*'cuda'"),
-        ({"device": 0}, TypeError, "device must be a device.*pick_device"),
-        pytest.param({"device": "cuda"}, ValueError, "no CUDA.*pick_device", marks=NO_CUDA),
-        ({"gpu_epochs": 0}, ValueError, "gpu_epochs .*1 or more"),
-        ({"quick_epochs": 2.5}, TypeError, "quick_epochs"),
-        ({"cpu_train_size": 2e3}, TypeError, "cpu_train_size=2_000"),
-        ({"small_on_gpu": True}, TypeError, "small_on_gpu"),
-    ],
+    [({"device": "gpu"}, ValueError, "'gpu'.*'cuda'"), ({"quick_epochs": 2.5}, TypeError, "quick_epochs")]
+    + [({"device": 0}, TypeError, "device must be a device.*pick_device")]
+    + [pytest.param({"device": "cuda"}, ValueError, "no CUDA.*pick_device", marks=NO_CUDA)]
+    + [({"gpu_epochs": 0}, ValueError, "gpu_epochs .*1 or more")]
+    + [({"cpu_train_size": 2e3}, TypeError, "cpu_train_size=2_000")]
+    + [({"small_on_gpu": True}, TypeError, "small_on_gpu")],
 )
 def test_training_budget_names_the_wrong_argument(kwargs, error, words):
     with pytest.raises(error, match=words):

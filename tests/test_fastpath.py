@@ -1,5 +1,4 @@
-"""helpers.fastpath: DeviceLoader gives DataLoader's batches, dataset_tensors gives ToTensor's values, the
-choice of mixed precision, a GradScaler that steps and skips, and the training loop of timed_epoch."""
+"""helpers.fastpath: DeviceLoader, dataset_tensors, mixed precision, GradScaler and the training loop."""
 
 import numpy as np
 import pytest
@@ -9,17 +8,8 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 from torchvision import transforms
 
-from helpers.fastpath import (
-    Autocast,
-    DeviceLoader,
-    bf16_supported,
-    choose_precision,
-    dataset_tensors,
-    grad_scaler,
-    sgd,
-    timed_epoch,
-    train_epoch,
-)
+from helpers import fastpath
+from helpers.fastpath import Autocast, DeviceLoader, dataset_tensors, grad_scaler, sgd, train_epoch
 
 
 def _same_batches(a, b):
@@ -64,8 +54,7 @@ class _Images:
     """A dataset as CIFAR-10's: uint8 images N x H x W x 3 in .data, class numbers in .targets."""
 
     def __init__(self, targets, shape=(4, 4, 3), dtype=np.uint8, n=None):
-        n = len(targets) if n is None else n
-        self.data = np.random.default_rng(0).integers(0, 256, (n, *shape)).astype(dtype)
+        self.data = np.random.default_rng(0).integers(0, 256, (n or len(targets), *shape)).astype(dtype)
         self.targets = targets
 
 
@@ -83,8 +72,8 @@ Z, L = torch.zeros(4), nn.Linear(4, 2)
 
 @pytest.mark.parametrize(
     ("make", "args", "options", "error", "words"),
-    [
-        (DeviceLoader, (), {}, TypeError, "takes tensors"),
+    [(DeviceLoader, (), {}, TypeError, "takes tensors"), (Autocast, (nn.Linear,), {}, TypeError, "nn.Module")]
+    + [
         (DeviceLoader, (TensorDataset(Z),), {}, TypeError, "dataset_tensors"),
         (DeviceLoader, (Z, torch.zeros(5)), {}, ValueError, "one row per sample"),
         (DeviceLoader, (torch.zeros(0, 3),), {}, ValueError, "at least one"),
@@ -100,7 +89,6 @@ Z, L = torch.zeros(4), nn.Linear(4, 2)
         (dataset_tensors, (_Images([1, float("nan")]),), {}, TypeError, "class numbers"),
         (dataset_tensors, (_Images(["cat", "dog"]),), {}, TypeError, "class numbers"),
         (dataset_tensors, (_Images([0, 1], n=3),), {}, ValueError, "3 images but"),
-        (Autocast, (nn.Linear,), {}, TypeError, "nn.Module"),
         (dataset_tensors, (_Images([0, 1]), "gpu"), {}, ValueError, "cuda"),
         (sgd, (L, 0.1), {}, TypeError, r"model\.parameters\(\)"),
         (train_epoch, (L, [], torch.optim.SGD(nn.Linear(4, 2).parameters()), "cpu"), {}, ValueError, "other"),
@@ -113,21 +101,18 @@ def test_bad_input_is_refused_clearly(make, args, options, error, words):
 
 @pytest.mark.parametrize(
     ("device", "bf16", "cuda", "name", "dtype", "scaler"),
-    [
-        ("cpu", True, False, "bf16 autocast", torch.bfloat16, False),
-        ("cpu", False, False, "float32", None, False),
-        ("cuda", True, True, "bf16 autocast", torch.bfloat16, False),
-        ("cuda", False, True, "fp16 autocast + GradScaler", torch.float16, True),  # a T4
-        ("cuda", False, False, "float32", None, False),
-        ("mps", False, False, "float32", None, False),
-    ],
+    [("cpu", False, False, "float32", None, False), ("mps", False, False, "float32", None, False)]
+    + [("cpu", True, False, "bf16 autocast", torch.bfloat16, False)]
+    + [("cuda", True, True, "bf16 autocast", torch.bfloat16, False)]
+    + [("cuda", False, True, "fp16 autocast + GradScaler", torch.float16, True)]  # a T4
+    + [("cuda", False, False, "float32", None, False)],
 )
 def test_the_precision_follows_what_the_device_computes(monkeypatch, device, bf16, cuda, name, dtype, scaler):
     monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"amx_bf16": bf16}, raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation: bf16)
-    precision = choose_precision(device)
-    assert bf16_supported(device) is (bf16 and (device == "cpu" or cuda))
+    precision = fastpath.choose_precision(device)
+    assert fastpath.bf16_supported(device) is (bf16 and (device == "cpu" or cuda))
     assert (precision.name, precision.dtype, precision.scaler) == (name, dtype, scaler) and precision.why
 
 
@@ -147,10 +132,8 @@ def test_a_grad_scaler_steps_as_plain_sgd_and_skips_a_step_whose_gradients_overf
     torch.manual_seed(0)
     layer, plain = nn.Linear(4, 2), nn.Linear(4, 2)
     plain.load_state_dict(layer.state_dict())
-    (optimizer, kind), scaler = (
-        sgd(layer.parameters(), 0.1, fused=fused),
-        grad_scaler("cpu", init_scale=2.0**16),
-    )
+    optimizer, kind = sgd(layer.parameters(), 0.1, fused=fused)
+    scaler = grad_scaler("cpu", init_scale=2.0**16)
     for times in (1.0, float("inf")):  # a step as plain SGD's, then one whose gradients overflow: skipped
         optimizer.zero_grad()
         scaler.scale(layer(torch.ones(2, 4)).sum() * times).backward()
@@ -171,10 +154,8 @@ def _train(epochs=1, inf_at=None, make_step=None, **options):
     loader = DeviceLoader(x, (x[:, 0] > 0).long(), batch_size=16)
     if inf_at is not None:
         x[inf_at] = float("inf")  # a NaN loss in that batch
-    optimizer, step = torch.optim.SGD(model.parameters(), 0.5), make_step(model) if make_step else None
-    return model, [
-        train_epoch(model, loader, optimizer, "cpu", loss_step=step, **options) for _ in range(epochs)
-    ]
+    opt, step = torch.optim.SGD(model.parameters(), 0.5), make_step(model) if make_step else None
+    return model, [train_epoch(model, loader, opt, "cpu", loss_step=step, **options) for _ in range(epochs)]
 
 
 def test_train_epoch_trains_and_counts_and_a_loss_step_replaces_the_model_loss_and_count():
@@ -202,5 +183,5 @@ def test_timed_epoch_warms_up_then_times_one_whole_epoch():
     model.register_forward_hook(lambda *_: calls.append(1))
     optimizer, _ = sgd(model.parameters(), 0.1, fused=True)
     loader = DeviceLoader(torch.randn(64, 4), torch.zeros(64, dtype=torch.long), batch_size=16)
-    rate, stats = timed_epoch(model, loader, optimizer, "cpu", scaler=grad_scaler("cpu"))
+    rate, stats = fastpath.timed_epoch(model, loader, optimizer, "cpu", scaler=grad_scaler("cpu"))
     assert len(calls) == 2 + 4 and stats.samples == 64 and rate > 0 and stats.scale is not None

@@ -1,10 +1,7 @@
-"""The git filter that strips notebook outputs (scripts/strip_outputs.py), and a lesson run for real.
+"""The notebook-output filter (scripts/strip_outputs.py), and a lesson run for real in a fresh repository.
 
-A student runs a lesson in JupyterLab, whose autosave writes the outputs into the tracked notebook; then
-the teacher runs `make test` there. The last tests do that in a fresh repository made from this working
-tree: `make git-filter`, the quickest lesson executed in place and saved as autosave saves it, with the
-checkpoints and TensorBoard logs lessons write; then git has nothing to commit and the repository's own
-checks pass.
+As a student's JupyterLab autosave would, the last tests save a lesson run in place (with its checkpoints
+and logs); then git has nothing to commit and the repository's own checks pass.
 """
 
 import json
@@ -36,6 +33,11 @@ with SummaryWriter("runs/lesson/1") as writer:
     writer.add_scalar("loss", 1.0, 0)
 """
 NO_MAKE = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")  # when pytest itself runs under `make test`
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+needs_git = pytest.mark.skipif(
+    shutil.which("git") is None or shutil.which("make") is None or not (ROOT / ".git").exists(),
+    reason="needs git, make and a git checkout",
+)
 
 
 def _git(*args, cwd=ROOT, check=True):
@@ -49,9 +51,6 @@ def _make(*args, cwd, env=None):
     env = {k: v for k, v in (env or os.environ).items() if k not in NO_MAKE}
     make = ["make", "--no-print-directory", *args]
     return subprocess.run(make, cwd=cwd, env=env, capture_output=True, text=True)
-
-
-KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 
 def _run_notebook():
@@ -106,12 +105,6 @@ def test_files_stripped_in_place_as_jupyter_writes_them_and_the_check(tmp_path, 
         tool.main([str(tmp_path / "notes.ipynb")])
 
 
-needs_git = pytest.mark.skipif(
-    shutil.which("git") is None or shutil.which("make") is None or not (ROOT / ".git").exists(),
-    reason="needs git, make and a git checkout",
-)
-
-
 @needs_git
 def test_gitattributes_gives_every_lesson_the_filter_and_not_the_recorded_gpu_runs():
     lessons = [str(p.relative_to(ROOT)) for p in NOTEBOOKS]
@@ -164,9 +157,8 @@ def test_a_notebook_run_or_deleted_checks_out_as_committed(course):
     """git writes a notebook back as it was committed (the filter's smudge side: as stored)."""
     path, committed = course / LESSON, _git("show", f"HEAD:{LESSON}", cwd=course).stdout
     notebook = nbformat.read(path, as_version=4)
-    for cell in notebook.cells:
-        if cell.cell_type == "code":
-            cell.outputs, cell.execution_count = [nbformat.v4.new_output("stream", text="ran\n")], 1
+    for cell in (cell for cell in notebook.cells if cell.cell_type == "code"):
+        cell.outputs, cell.execution_count = [nbformat.v4.new_output("stream", text="ran\n")], 1
     nbformat.write(notebook, path)
     _git("checkout", "--", LESSON, cwd=course)
     assert path.read_text(encoding="utf-8") == committed
@@ -182,8 +174,7 @@ def lesson_run(course):
 
     path = course / LESSON
     notebook = nbformat.read(path, as_version=4)
-    lesson_cells = list(notebook.cells)
-    notebook.cells.append(nbformat.v4.new_code_cell(WRITES))
+    lesson_cells, notebook.cells = notebook.cells, [*notebook.cells, nbformat.v4.new_code_cell(WRITES)]
     env = {**os.environ, "PYTHONPATH": str(course), "COURSE_QUICK": "1", "COURSE_DATA": "synthetic"}
     NotebookClient(notebook, timeout=600, resources={"metadata": {"path": str(path.parent)}}).execute(env=env)
     notebook.cells = lesson_cells  # the lesson's own cells, with their outputs
@@ -196,8 +187,7 @@ def lesson_run(course):
 def test_after_a_lesson_run_git_has_nothing_to_commit(lesson_run):
     course, path = lesson_run
     assert any(cell.get("outputs") for cell in json.loads(path.read_text(encoding="utf-8"))["cells"])
-    # git compares file sizes first, so `git status` may list the notebook until `git add` refreshes its
-    # entry; the content git reads through the filter is what was committed, so nothing is in a diff.
+    # `git status` may list the notebook until `git add`, but what git reads through the filter is unchanged
     assert _git("diff", "--exit-code", cwd=course, check=False).returncode == 0
     assert _git("diff", "--exit-code", "HEAD", cwd=course, check=False).returncode == 0
     _git("add", "-A", cwd=course)

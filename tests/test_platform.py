@@ -1,8 +1,7 @@
 """`make setup` stops on a platform the course can't install on, and repairs a broken environment.
 
-Real processes (make, scripts/check_platform.py, python -m venv) in a temporary copy of the files they
-read: the repository's .venv is never touched and nothing is downloaded. The platform facts the check
-reads are overridden through COURSE_PLATFORM_FACTS, its test-only variable.
+Real processes (make, scripts/check_platform.py, python -m venv) in a temporary copy of the files they read;
+nothing is downloaded. The platform facts are set through COURSE_PLATFORM_FACTS, a test-only variable.
 """
 
 import os
@@ -38,10 +37,8 @@ def check(course, *args, facts="", env=None):
 
 
 def make(course, *args, facts=""):
-    command = ["make", "--no-print-directory", *args, f"PYTHON={sys.executable}"]
-    return subprocess.run(
-        command, cwd=course, env=environ(facts), capture_output=True, text=True, timeout=120
-    )
+    cmd = ["make", "--no-print-directory", *args, f"PYTHON={sys.executable}"]
+    return subprocess.run(cmd, cwd=course, env=environ(facts), capture_output=True, text=True, timeout=120)
 
 
 def sentences(stderr):
@@ -145,9 +142,7 @@ def test_missing_venv_module_names_the_package(course, tmp_path):
         ("NVIDIA H100 80GB HBM3, 580.65.06, 9.0", False),
     ],
 )
-def test_a_gpu_the_pinned_torch_cannot_use_is_named_and_a_folder_with_other_files_is_kept(
-    course, tmp_path, gpu, warned
-):
+def test_a_gpu_the_pinned_torch_cannot_use_is_named_and_other_files_are_kept(course, tmp_path, gpu, warned):
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "nvidia-smi").write_text(f"#!/bin/sh\necho '{gpu}'\n")
     (tmp_path / "bin" / "nvidia-smi").chmod(0o755)
