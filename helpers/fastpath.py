@@ -24,7 +24,8 @@ def dataset_tensors(dataset, device="cpu", *, memory_format=torch.contiguous_for
     if data.dtype != torch.uint8 or data.dim() != 4 or data.shape[-1] != 3:
         raise ValueError(f"dataset.data must be uint8 images (N, H, W, 3), not {data.dtype} {data.shape}.")
     labels = np.asarray(dataset.targets)
-    if labels.dtype.kind not in "iuf" or (labels != np.round(labels)).any():  # NaN too: NaN != NaN
+    whole = labels.dtype.kind in "iuf" and (labels == np.round(labels)).all() and (labels >= 0).all()
+    if not whole:  # NaN too: NaN != NaN
         raise TypeError(f"dataset.targets must be class numbers 0, 1, 2, ...; got {dataset.targets!r:.40}.")
     if labels.shape != (len(data),):
         raise ValueError(f"{len(data)} images but {list(labels.shape)} targets: give one per image.")

@@ -87,6 +87,7 @@ Z, L = torch.zeros(4), nn.Linear(4, 2)
         (dataset_tensors, (_Images([0, 1], shape=(4, 4)),), {}, ValueError, "uint8 images"),
         (dataset_tensors, (_Images([0, 1.7]),), {}, TypeError, "class numbers"),
         (dataset_tensors, (_Images([1, float("nan")]),), {}, TypeError, "class numbers"),
+        (dataset_tensors, (_Images([-1, 3]),), {}, TypeError, "class numbers"),
         (dataset_tensors, (_Images(["cat", "dog"]),), {}, TypeError, "class numbers"),
         (dataset_tensors, (_Images([0, 1], n=3),), {}, ValueError, "3 images but"),
         (dataset_tensors, (_Images([0, 1]), "gpu"), {}, ValueError, "cuda"),
