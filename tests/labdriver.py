@@ -280,7 +280,7 @@ def run_notebook(
         page.goto(f"{url}?token={server.token}", wait_until="domcontentloaded", timeout=left_ms())
         page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell", timeout=left_ms())
         page.wait_for_function(_KERNEL_READY, timeout=left_ms(), polling=250)
-        state = _no_dialog(page.evaluate(_READ_CELLS))
+        _no_dialog(page.evaluate(_READ_CELLS))
         if run_cells:
             page.get_by_role("menuitem", name="Run", exact=True).click(timeout=left_ms())
             page.get_by_role("menuitem", name="Run All Cells", exact=True).click(timeout=left_ms())
