@@ -78,7 +78,10 @@ FAST_EPOCHS = {"sgd": 30, "adam": 15}  # SGD's recipe needs more epochs than the
 WARMUP_STEPS = 3  # per batch shape: compilation and CUDA graphs' recording happen here
 PATHS = list(PATH_NAMES)  # the result files' keys: seed_pipeline (the baseline), fast_path, control
 # Speed is judged on the first run, accuracy on every run.
-TARGETS = {"cuda": {"images_per_second": 1_000_000, "ratio": 80.0, "seconds": 2.0}, "cpu": {"ratio": 2.0}}
+TARGETS = {
+    "cuda": {"images_per_second": 1_000_000, "ratio": 80.0, "seconds": 2.0},
+    "cpu": {"ratio": 2.0},
+}
 BASELINE = {
     "loader": "dataloader",
     "batch_size": BASELINE_BATCH_SIZE,
@@ -89,7 +92,11 @@ BASELINE = {
     "fused": False,
     "compile": None,
 }
-PRECISION_WORDS = {"float32": "float32", "bf16": "bf16 autocast", "fp16": "fp16 autocast + GradScaler"}
+PRECISION_WORDS = {
+    "float32": "float32",
+    "bf16": "bf16 autocast",
+    "fp16": "fp16 autocast + GradScaler",
+}
 
 
 def settings_for(device: torch.device, args: argparse.Namespace) -> dict:
@@ -104,7 +111,9 @@ def settings_for(device: torch.device, args: argparse.Namespace) -> dict:
     pick = lambda given, default: default if given is None else given  # noqa: E731
     fast_batch = pick(args.fast_batch, CPU_FAST_BATCH if on_cpu else GPU_FAST_BATCH)
     optimizer = (
-        args.optimizer if args.optimizer != "auto" else ("sgd" if fast_batch <= SGD_BATCH_LIMIT else "adam")
+        args.optimizer
+        if args.optimizer != "auto"
+        else ("sgd" if fast_batch <= SGD_BATCH_LIMIT else "adam")
     )
     settings = {
         "quick": args.quick,
@@ -116,7 +125,9 @@ def settings_for(device: torch.device, args: argparse.Namespace) -> dict:
         "test_size": pick(args.test_size, test_size),
     }
     if min(settings["epochs"], settings["fast_epochs"], settings["ladder_epochs"]) < 2:
-        raise SystemExit("bench: every --*epochs must be 2 or more: the first epoch is warm-up, timed apart")
+        raise SystemExit(
+            "bench: every --*epochs must be 2 or more: the first epoch is warm-up, timed apart"
+        )
     if settings["repeats"] < 1 or fast_batch < 1:
         raise SystemExit("bench: --repeats and --fast-batch must be 1 or more")
     precision = choose_precision(device)
@@ -164,7 +175,9 @@ def recipe_for(config: dict, settings: dict) -> dict:
 def schedule_for(config: dict, settings: dict, steps: int, epochs: int) -> LargeBatchSchedule:
     """The config's schedule; the control (``linear_scaling_only``) keeps the peak throughout."""
     recipe = recipe_for(config, settings)
-    shape = {"warmup_epochs": 0, "decay": "none"} if config["recipe"] == "linear_scaling_only" else {}
+    shape = (
+        {"warmup_epochs": 0, "decay": "none"} if config["recipe"] == "linear_scaling_only" else {}
+    )
     return LargeBatchSchedule(
         config["batch_size"],
         steps,
@@ -201,7 +214,9 @@ def describe_config(config: dict, settings: dict) -> str:
     ]
     parts += [PRECISION_WORDS[config["precision"]], f"fused {name}" if config["fused"] else name]
     whole = " (the whole step)" if config.get("compile_scope") == "step" else ""
-    parts.append(f"torch.compile mode={config['compile']}{whole}" if config["compile"] else "not compiled")
+    parts.append(
+        f"torch.compile mode={config['compile']}{whole}" if config["compile"] else "not compiled"
+    )
     return ", ".join(parts)
 
 
@@ -221,10 +236,14 @@ class Pipeline:
         if config["loader"] == "device":
             tensors = data["train_cl" if config["channels_last"] else "train"]
             generator = torch.Generator(device).manual_seed(seed)
-            self.loader = DeviceLoader(*tensors, batch_size=batch, shuffle=True, generator=generator)
+            self.loader = DeviceLoader(
+                *tensors, batch_size=batch, shuffle=True, generator=generator
+            )
         else:
             workers = settings["dataloader_workers"] if self.non_blocking else 0
-            extra = {"pin_memory": device.type == "cuda", "persistent_workers": True} if workers else {}
+            extra = (
+                {"pin_memory": device.type == "cuda", "persistent_workers": True} if workers else {}
+            )
             generator = torch.Generator().manual_seed(seed)
             self.loader = DataLoader(
                 data["dataset"],
@@ -240,7 +259,9 @@ class Pipeline:
             self.schedule = schedule_for(config, settings, len(self.loader), epochs)
             lr = self.schedule.lr_at(0)
         build = adam if config["optimizer"] == "adam" else sgd
-        self.optimizer, self.optimizer_kind = build(self.model.parameters(), lr, fused=config["fused"])
+        self.optimizer, self.optimizer_kind = build(
+            self.model.parameters(), lr, fused=config["fused"]
+        )
         self.net, self.scaler = self.model, None
         if config["precision"] != "float32":
             self.net = Autocast(
@@ -269,7 +290,9 @@ class Pipeline:
             group["lr"] = 0.0
         scaler = grad_scaler(self.device) if self.scaler is not None else None
         with Stopwatch(self.device) as watch:
-            train_epoch(self.net, batches, self.optimizer, self.device, scaler=scaler, loss_step=self.step)
+            train_epoch(
+                self.net, batches, self.optimizer, self.device, scaler=scaler, loss_step=self.step
+            )
         self.model.load_state_dict(saved)
         for group, rate in zip(self.optimizer.param_groups, rates, strict=True):
             group["lr"] = rate
@@ -300,7 +323,12 @@ def train_run(pipe: Pipeline, data: dict, epochs: int, label: str, *, test: bool
                     pipe.loader, pipe.optimizer, pipe.schedule, first, device, pipe.non_blocking
                 )
                 stats = train_epoch(
-                    pipe.net, batches, pipe.optimizer, device, scaler=pipe.scaler, loss_step=pipe.step
+                    pipe.net,
+                    batches,
+                    pipe.optimizer,
+                    device,
+                    scaler=pipe.scaler,
+                    loss_step=pipe.step,
                 )
             record["epoch_seconds"].append(watch.seconds)
             record["epoch_images"].append(stats.samples)
@@ -348,7 +376,9 @@ def run_paths(data: dict, settings: dict, device: torch.device, save) -> list[di
         for path in PATHS[repeat % 3 :] + PATHS[: repeat % 3]:
             epochs = settings["epochs"] if path == "seed_pipeline" else settings["fast_epochs"]
             pipe = Pipeline(configs[path], data, device, epochs, SEED + repeat, settings)
-            run[path] = train_run(pipe, data, epochs, f"run {repeat + 1}, {PATH_NAMES[path]}", test=True)
+            run[path] = train_run(
+                pipe, data, epochs, f"run {repeat + 1}, {PATH_NAMES[path]}", test=True
+            )
         baseline, fast = run["seed_pipeline"], run["fast_path"]
         ratio = (
             fast["images_per_second"] / baseline["images_per_second"]
@@ -361,10 +391,15 @@ def run_paths(data: dict, settings: dict, device: torch.device, save) -> list[di
             if target
             else (None, None)
         )
-        print(f"  run {repeat + 1}: fast path / tutorial's loop = {_fmt(ratio, '.2f')}x", flush=True)
+        print(
+            f"  run {repeat + 1}: fast path / tutorial's loop = {_fmt(ratio, '.2f')}x", flush=True
+        )
         runs.append(
             {path: run[path] for path in PATHS}
-            | {"ratio": ratio, "time_to_accuracy": {"target": target, "seconds": seconds, "epoch": epoch}}
+            | {
+                "ratio": ratio,
+                "time_to_accuracy": {"target": target, "seconds": seconds, "epoch": epoch},
+            }
         )
         save(runs)
     return runs
@@ -380,7 +415,9 @@ def ladder_steps(device: torch.device, settings: dict) -> list[dict]:
 
     config = add("seed", "tutorial's loop (DataLoader, PIL, batch 64)", dict(BASELINE))
     config = add(
-        "workers", f"+ {settings['dataloader_workers']} DataLoader worker(s)", {**config, "loader": "workers"}
+        "workers",
+        f"+ {settings['dataloader_workers']} DataLoader worker(s)",
+        {**config, "loader": "workers"},
     )
     config = add("device", "+ data held on the device", {**config, "loader": "device"})
     config = add(
@@ -402,7 +439,9 @@ def ladder_steps(device: torch.device, settings: dict) -> list[dict]:
     if fast["compile"]:
         config = add("compile", "+ torch.compile (default mode)", {**config, "compile": "default"})
         config = add(
-            "cuda_graphs", "+ CUDA graphs (mode='reduce-overhead')", {**config, "compile": "reduce-overhead"}
+            "cuda_graphs",
+            "+ CUDA graphs (mode='reduce-overhead')",
+            {**config, "compile": "reduce-overhead"},
         )
     else:
         why = "CUDA only here" if device.type != "cuda" else "left out (--no-compile)"
@@ -425,7 +464,9 @@ def run_ladder(data: dict, settings: dict, device: torch.device) -> list[dict]:
         if not step["skipped"]:
             rung["description"] = describe_config(step["config"], settings)
             pipe = Pipeline(step["config"], data, device, settings["ladder_epochs"], SEED, settings)
-            rung |= train_run(pipe, data, settings["ladder_epochs"], f"ladder: {step['step']}", test=False)
+            rung |= train_run(
+                pipe, data, settings["ladder_epochs"], f"ladder: {step['step']}", test=False
+            )
             ips = rung["images_per_second"]
             base = base or ips
             rung["speedup_previous"] = ips / previous if ips and previous else None
@@ -438,7 +479,9 @@ def run_ladder(data: dict, settings: dict, device: torch.device) -> list[dict]:
 def spread(values: list[float | None]) -> dict:
     """The first run's value, and the median, least and most over the runs."""
     known = [v for v in values if v is not None]
-    middle, low, high = (statistics.median(known), min(known), max(known)) if known else (None, None, None)
+    middle, low, high = (
+        (statistics.median(known), min(known), max(known)) if known else (None, None, None)
+    )
     return {
         "first_run": values[0] if values else None,
         "median": middle,
@@ -469,7 +512,10 @@ def summarize(runs: list[dict]) -> dict:
 
 def judge_targets(device: torch.device, runs: list[dict], failures: list[dict]) -> dict:
     """The device's targets, met or not: speed on the first run, accuracy on every run."""
-    goals, checks = TARGETS.get(device.type, {}), {"judged_on": "speed: the first run; accuracy: every run"}
+    goals, checks = (
+        TARGETS.get(device.type, {}),
+        {"judged_on": "speed: the first run; accuracy: every run"},
+    )
     if not runs:
         return checks
     first = runs[0]
@@ -477,11 +523,18 @@ def judge_targets(device: torch.device, runs: list[dict], failures: list[dict]) 
     def judge(name: str, value: float | None, text: str, *, at_most: bool = False) -> None:
         goal = goals[name]
         met = value is not None and (value <= goal if at_most else value >= goal)
-        checks[name] = {"target": goal, "measured": value, "met": met, "text": text.format(goal=goal)}
+        checks[name] = {
+            "target": goal,
+            "measured": value,
+            "met": met,
+            "text": text.format(goal=goal),
+        }
 
     if "images_per_second" in goals:
         value = first["fast_path"]["images_per_second"]
-        judge("images_per_second", value, f"fast path >= {{goal:,}} images/s ({_fmt(value, ',.0f')})")
+        judge(
+            "images_per_second", value, f"fast path >= {{goal:,}} images/s ({_fmt(value, ',.0f')})"
+        )
     value = first["ratio"]
     judge("ratio", value, f"fast path >= {{goal:g}}x the tutorial's loop ({_fmt(value, '.2f')}x)")
     if "seconds" in goals:
@@ -498,9 +551,12 @@ def judge_targets(device: torch.device, runs: list[dict], failures: list[dict]) 
     checks["accuracy"] = {
         "target": "every fast-path run reaches the baseline's final test accuracy, none fails",
         "measured": {"reached": reached, "failures": len(failed)},
-        "met": False if failed else (all(reached) if learned else None),  # None: the baseline learned nothing
+        "met": False
+        if failed
+        else (all(reached) if learned else None),  # None: the baseline learned nothing
         "text": f"every fast-path run reaches the baseline's accuracy ({sum(reached)} of {len(runs)}, "
-        f"{len(failed)} failed)" + ("" if learned else "; not judged: the baseline ended near chance"),
+        f"{len(failed)} failed)"
+        + ("" if learned else "; not judged: the baseline ended near chance"),
     }
     return checks
 
@@ -523,7 +579,11 @@ def plot(result: dict, png_path: Path) -> None:
     import matplotlib.ticker
 
     fig, axes = plt.subplots(1, 3, figsize=(18, 5.5))
-    colours = {"seed_pipeline": "tab:gray", "fast_path": "tab:green", "linear_scaling_only": "tab:orange"}
+    colours = {
+        "seed_pipeline": "tab:gray",
+        "fast_path": "tab:green",
+        "linear_scaling_only": "tab:orange",
+    }
     runs = result["runs"]
     ax = axes[0]
     for i, path in enumerate(PATHS):
@@ -553,9 +613,13 @@ def plot(result: dict, png_path: Path) -> None:
             accuracy = run[path]["epoch_test_accuracy"] or []
             elapsed = [sum(run[path]["epoch_seconds"][: i + 1]) for i in range(len(accuracy))]
             label = PATH_NAMES[path] if number == 0 else None
-            ax.plot(elapsed, accuracy, "o-", color=colours[path], markersize=3, alpha=0.8, label=label)
+            ax.plot(
+                elapsed, accuracy, "o-", color=colours[path], markersize=3, alpha=0.8, label=label
+            )
     ax.set(
-        xscale="log", xlabel="training seconds (testing left out)", ylabel="test accuracy after each epoch"
+        xscale="log",
+        xlabel="training seconds (testing left out)",
+        ylabel="test accuracy after each epoch",
     )
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # labels at 1, 10, 100 s only
     ax.set_title("time to accuracy", fontsize=11)
@@ -575,7 +639,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add("--quick", action="store_true", help="a short run: 2,048 images, 2 epochs, 2 runs")
     add("--repeats", type=int, help="runs of each pipeline (default 3, quick 2)")
     add("--epochs", type=int, help="the baseline's epochs, 2 or more (default 10, quick 2)")
-    add("--fast-epochs", type=int, help="the fast path's epochs (default 30 with SGD, 15 with Adam)")
+    add(
+        "--fast-epochs", type=int, help="the fast path's epochs (default 30 with SGD, 15 with Adam)"
+    )
     add("--ladder-epochs", type=int, help="epochs per ladder step (default 3, quick 2)")
     add("--train-size", type=int, help="training images (default: CPU 10,000, GPU all)")
     add("--test-size", type=int, help="test images (default: CPU 2,000, GPU all)")
@@ -592,7 +658,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"auto: SGD up to batch {SGD_BATCH_LIMIT}",
     )
     add("--max-lr", type=float, help="cap the recipe's scaled learning rate")
-    add("--no-compile", action="store_true", help="leave torch.compile out (it is used on CUDA only)")
+    add(
+        "--no-compile",
+        action="store_true",
+        help="leave torch.compile out (it is used on CUDA only)",
+    )
     add("--no-channels-last", action="store_true", help="leave channels_last out")
     add("--float32", action="store_true", help="leave mixed precision out")
     add("--skip", action="append", choices=("ladder",), help="leave the ladder out")
@@ -629,7 +699,8 @@ def run(argv: list[str] | None = None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     data = load_data(settings, device)
     settings["paths"] = {
-        p: {**c, "description": describe_config(c, settings)} for p, c in path_configs(settings).items()
+        p: {**c, "description": describe_config(c, settings)}
+        for p, c in path_configs(settings).items()
     }
     name = device_name(device)
     print(

@@ -41,14 +41,22 @@ def adam(params: Iterable, lr: float, *, fused: bool = False) -> tuple[torch.opt
 
 
 def scheduled(
-    loader: Iterable, optimizer: Any, schedule: Any, first_step: int, device: Any, non_blocking: bool = False
+    loader: Iterable,
+    optimizer: Any,
+    schedule: Any,
+    first_step: int,
+    device: Any,
+    non_blocking: bool = False,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """``loader``'s batches on ``device`` (copied with ``non_blocking``), each after
     ``schedule.apply(optimizer, first_step + i)`` set its step's learning rate (``None``: no schedule)."""
     for step, (inputs, targets) in enumerate(loader):
         if schedule is not None:
             schedule.apply(optimizer, first_step + step)
-        yield inputs.to(device, non_blocking=non_blocking), targets.to(device, non_blocking=non_blocking)
+        yield (
+            inputs.to(device, non_blocking=non_blocking),
+            targets.to(device, non_blocking=non_blocking),
+        )
 
 
 class LossStep(nn.Module):
@@ -68,7 +76,9 @@ class LossStep(nn.Module):
         self.model = model
         self.loss_fn = nn.CrossEntropyLoss() if loss_fn is None else loss_fn
 
-    def forward(self, inputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, inputs: torch.Tensor, targets: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         outputs = self.model(inputs)
         return self.loss_fn(outputs, targets), (outputs.argmax(dim=1) == targets).sum()
 
@@ -108,13 +118,21 @@ class LargeBatchSchedule:
             value = getattr(self, name)
             if value is None and name == "max_lr":
                 continue
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise TypeError(f"{caller}: {name} must be a finite number, got {_args.shown(value)}.")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+            ):
+                raise TypeError(
+                    f"{caller}: {name} must be a finite number, got {_args.shown(value)}."
+                )
             if value < 0 or (value == 0 and name in ("base_lr", "max_lr")):
                 bound = "more than" if name in ("base_lr", "max_lr") else "at least"
                 raise ValueError(f"{caller}: {name} must be {bound} 0, got {value}.")
         if self.decay not in _DECAYS:
-            raise ValueError(f"{caller}: decay must be one of {_DECAYS}, got {_args.shown(self.decay)}.")
+            raise ValueError(
+                f"{caller}: decay must be one of {_DECAYS}, got {_args.shown(self.decay)}."
+            )
         if self.scaling not in _SCALINGS:
             raise ValueError(
                 f"{caller}: scaling must be one of {_SCALINGS} ('linear' for SGD, 'sqrt' for Adam), "
@@ -177,7 +195,8 @@ class LargeBatchSchedule:
         peak = f"lr {self.peak_lr:g}" + (
             f" (max_lr; the rule gives {self.scaled_lr:g})"
             if self.peak_lr < self.scaled_lr
-            else f" = {self.base_lr:g} x " + (ratio if self.scaling == "linear" else f"sqrt({ratio})")
+            else f" = {self.base_lr:g} x "
+            + (ratio if self.scaling == "linear" else f"sqrt({ratio})")
         )
         warmup = (
             f"a warm-up from {min(self.base_lr, self.peak_lr):g} over {self.warmup_steps} steps"
@@ -212,7 +231,9 @@ def result_stem(device_type: str, name: str, *, quick: bool = False, prefix: str
     """
     for what, value in (("device_type", device_type), ("name", name)):
         if not isinstance(value, str):
-            raise TypeError(f"result_stem: {what} must be a string, got {type(value).__name__} {value!r}.")
+            raise TypeError(
+                f"result_stem: {what} must be a string, got {type(value).__name__} {value!r}."
+            )
     return f"{prefix}-{device_type}-{slug(name)}" + ("-quick" if quick else "")
 
 
@@ -232,7 +253,9 @@ def time_to_accuracy(
     if isinstance(target, bool) or not isinstance(target, numbers.Real) or not 0 <= target <= 1:
         raise ValueError(f"time_to_accuracy: target is an accuracy from 0 to 1, got {target!r}")
     elapsed = 0.0
-    for epoch, (seconds, accuracy) in enumerate(zip(epoch_seconds, epoch_accuracy, strict=True), start=1):
+    for epoch, (seconds, accuracy) in enumerate(
+        zip(epoch_seconds, epoch_accuracy, strict=True), start=1
+    ):
         elapsed += seconds
         if accuracy is not None and accuracy >= target:
             return elapsed, epoch
@@ -247,7 +270,9 @@ def run_failure(record: dict, baseline_accuracy: float | None = None) -> str | N
     (``baseline_accuracy``) learned, or when it learned and then fell back near chance.
     """
     if record.get("status") == "non-finite":
-        return f"non-finite: {record.get('error') or 'the loss or the weights became NaN or infinite'}"
+        return (
+            f"non-finite: {record.get('error') or 'the loss or the weights became NaN or infinite'}"
+        )
     losses = record.get("epoch_train_loss") or []
     if losses and not math.isfinite(losses[-1]):
         return f"non-finite: the training loss of epoch {len(losses)} is {losses[-1]}"
@@ -289,7 +314,9 @@ def bench_failures(result: dict[str, Any]) -> list[dict]:
     for rung in result.get("ladder", []):
         why = None if rung.get("skipped") else run_failure({**rung, "test_accuracy": None})
         if why:
-            failures.append({"where": f"ladder step {rung['step']!r}", "path": rung["key"], "why": why})
+            failures.append(
+                {"where": f"ladder step {rung['step']!r}", "path": rung["key"], "why": why}
+            )
     return failures
 
 
@@ -326,7 +353,9 @@ def describe_result(result: dict) -> str:
         "after every epoch (images/s: the median epoch from epoch 2 on)",
     ]
     if result.get("incomplete"):
-        lines.insert(1, f"INCOMPLETE: {result['incomplete']}: what follows is what the bench finished")
+        lines.insert(
+            1, f"INCOMPLETE: {result['incomplete']}: what follows is what the bench finished"
+        )
     lines += [
         f"  {name}: {settings['paths'][p]['description']}"
         for p, name in PATH_NAMES.items()
@@ -380,7 +409,9 @@ def describe_result(result: dict) -> str:
         if rung.get("speedup_previous") is not None:
             text += f"  {rung['speedup_previous']:6.2f}x  {rung['speedup_seed']:7.2f}x"
         lines.append(text + ("  <- the fast path" if rung.get("fast_path") else ""))
-    lines += [f"FAILURE: {failure['where']}: {failure['why']}" for failure in result.get("failures") or []]
+    lines += [
+        f"FAILURE: {failure['where']}: {failure['why']}" for failure in result.get("failures") or []
+    ]
     targets = result.get("targets") or {}
     verdicts = [
         f"{target.get('text') or name.replace('_', ' ')}: "

@@ -139,7 +139,12 @@ def wide_convnet() -> nn.Module:
 def mlp() -> nn.Module:
     """Notebook 04's model: an MLP on the flattened pixels."""
     return nn.Sequential(
-        nn.Flatten(), nn.Linear(3072, 64), nn.ReLU(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10)
+        nn.Flatten(),
+        nn.Linear(3072, 64),
+        nn.ReLU(),
+        nn.Linear(64, 32),
+        nn.ReLU(),
+        nn.Linear(32, 10),
     )
 
 
@@ -169,7 +174,9 @@ def train_and_test(recipe: dict, data: dict, sizes: tuple[int, int, int], seed: 
     if recipe.get("optimizer") == "Adam":
         optimizer = torch.optim.Adam(model.parameters(), lr=recipe["lr"])
     else:
-        optimizer = torch.optim.SGD(model.parameters(), lr=recipe["lr"], momentum=recipe["momentum"])
+        optimizer = torch.optim.SGD(
+            model.parameters(), lr=recipe["lr"], momentum=recipe["momentum"]
+        )
     start, by_epoch = time.perf_counter(), []
     for _ in range(epochs):
         model.train()
@@ -196,7 +203,9 @@ def train_and_test(recipe: dict, data: dict, sizes: tuple[int, int, int], seed: 
 def colour_features(x: torch.Tensor) -> torch.Tensor:
     """What colour alone says: an 8-bin histogram of each channel, and each channel's mean and spread."""
     bins = (x * 8).long().clamp(0, 7).flatten(2)
-    histogram = torch.zeros(len(x), 3, 8).scatter_add_(2, bins, torch.ones_like(bins, dtype=torch.float))
+    histogram = torch.zeros(len(x), 3, 8).scatter_add_(
+        2, bins, torch.ones_like(bins, dtype=torch.float)
+    )
     return torch.cat([histogram.flatten(1) / bins.shape[2], x.mean((2, 3)), x.std((2, 3))], 1)
 
 
@@ -239,7 +248,10 @@ def confusion(actual: torch.Tensor, predicted: torch.Tensor) -> torch.Tensor:
 def confused_pairs(matrix: torch.Tensor) -> list[dict]:
     """Every pair of classes with its mistakes both ways, most confused first."""
     pairs = [
-        {"pair": [CIFAR10_CLASSES[i], CIFAR10_CLASSES[j]], "mistakes": int(matrix[i, j] + matrix[j, i])}
+        {
+            "pair": [CIFAR10_CLASSES[i], CIFAR10_CLASSES[j]],
+            "mistakes": int(matrix[i, j] + matrix[j, i]),
+        }
         for i in range(10)
         for j in range(i + 1, 10)
     ]
@@ -294,7 +306,10 @@ def fingerprint() -> dict:
     """What the stand-in looks like now, to tell later whether this calibration is still its own:
     the first training labels and the mean pixel of the first 1,000 training images, per channel."""
     images, labels = make_synthetic_cifar10(1_000, train=True)
-    return {"first_labels": labels[:20], "mean_pixel": [round(float(m), 3) for m in images.mean((0, 1, 2))]}
+    return {
+        "first_labels": labels[:20],
+        "mean_pixel": [round(float(m), 3) for m in images.mean((0, 1, 2))],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -305,10 +320,16 @@ def main(argv: list[str] | None = None) -> int:
         "--quick", action="store_true", help="a smoke run on 5,000 images (not a calibration)"
     )
     parser.add_argument(
-        "--threads", type=int, help="torch threads for the training runs (default: torch's own choice)"
+        "--threads",
+        type=int,
+        help="torch threads for the training runs (default: torch's own choice)",
     )
-    parser.add_argument("--skip-notebooks", action="store_true", help="leave the notebooks' recipes out")
-    parser.add_argument("--out", type=Path, default=None, help="folder for the result (default results/)")
+    parser.add_argument(
+        "--skip-notebooks", action="store_true", help="leave the notebooks' recipes out"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="folder for the result (default results/)"
+    )
     parser.add_argument(
         "--generation-only",
         action="store_true",
@@ -358,7 +379,9 @@ def main(argv: list[str] | None = None) -> int:
         run["per_class_accuracy"] = _per_class(matrix_of_run)
         if recipe.get("seeds", 1) > 1:  # the same recipe from other initial weights and orders
             sizes = (n_train, n_test, epochs)
-            others = [train_and_test(recipe, data, sizes, seed=seed) for seed in range(1, recipe["seeds"])]
+            others = [
+                train_and_test(recipe, data, sizes, seed=seed) for seed in range(1, recipe["seeds"])
+            ]
             run["test_accuracy_by_seed"] = [run["test_accuracy"]] + [
                 other["test_accuracy"] for other in others
             ]
@@ -370,7 +393,11 @@ def main(argv: list[str] | None = None) -> int:
             matrix = matrix_of_run
     for name, features, what in (
         ("linear_on_pixels", lambda x: x.flatten(1), "logistic regression on the raw pixels"),
-        ("linear_on_colour", colour_features, "logistic regression on colour histograms, means and spreads"),
+        (
+            "linear_on_colour",
+            colour_features,
+            "logistic regression on colour histograms, means and spreads",
+        ),
     ):
         print(f"{name}: {what}...", flush=True)
         runs[name] = {"what": what, **logistic_regression(features, data, n_train)}
@@ -396,7 +423,9 @@ def main(argv: list[str] | None = None) -> int:
         for name, recipe in NOTEBOOKS.items():
             notebooks[name] = {k: v for k, v in recipe.items() if k not in ("cpu", "quick")}
             for budget in ("cpu", "quick"):
-                sizes = [min(s, n) for s, n in zip(recipe[budget][:2], (n_train, n_test), strict=True)]
+                sizes = [
+                    min(s, n) for s, n in zip(recipe[budget][:2], (n_train, n_test), strict=True)
+                ]
                 run = train_and_test(recipe, data, (*sizes, recipe[budget][2]))
                 run.pop("predicted")
                 notebooks[name][budget] = run
@@ -421,13 +450,20 @@ def main(argv: list[str] | None = None) -> int:
 
 def _per_class(matrix: torch.Tensor) -> dict[str, float]:
     accuracy = matrix.diagonal() / matrix.sum(1).clamp(min=1)
-    return {name: round(value, 3) for name, value in zip(CIFAR10_CLASSES, accuracy.tolist(), strict=True)}
+    return {
+        name: round(value, 3)
+        for name, value in zip(CIFAR10_CLASSES, accuracy.tolist(), strict=True)
+    }
 
 
 def _largest_cell(matrix: torch.Tensor) -> dict:
     off = matrix.clone().fill_diagonal_(-1)
     i, j = divmod(int(off.argmax()), 10)
-    return {"actual": CIFAR10_CLASSES[i], "predicted": CIFAR10_CLASSES[j], "count": int(matrix[i, j])}
+    return {
+        "actual": CIFAR10_CLASSES[i],
+        "predicted": CIFAR10_CLASSES[j],
+        "count": int(matrix[i, j]),
+    }
 
 
 def _targets(result: dict) -> dict:
@@ -457,7 +493,11 @@ def _targets(result: dict) -> dict:
         "met": linear <= 0.35 and tutorial - linear >= 0.20,
     }
     colour = runs["linear_on_colour"]["test_accuracy"]
-    targets["linear_on_colour"] = {"target": "30% or less", "measured": colour, "met": colour <= 0.30}
+    targets["linear_on_colour"] = {
+        "target": "30% or less",
+        "measured": colour,
+        "met": colour <= 0.30,
+    }
     largest = result["confusion"]["largest_cell"]
     designed = {tuple(sorted(pair)) for pair in result["data"]["look_alike_pairs"]}
     targets["confusion"] = {
@@ -468,7 +508,11 @@ def _targets(result: dict) -> dict:
     }
     generation = result["data"]["generation_seconds_60000_images"]
     best = min(times["best"] for key, times in generation.items() if key.endswith("_threads"))
-    targets["generation"] = {"target": "60,000 images in 10 s or less", "measured": best, "met": best <= 10}
+    targets["generation"] = {
+        "target": "60,000 images in 10 s or less",
+        "measured": best,
+        "met": best <= 10,
+    }
     return targets
 
 

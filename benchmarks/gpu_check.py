@@ -40,7 +40,10 @@ from benchlib import slug  # noqa: E402
 
 # A text progress bar as tqdm prints it where no widget can be shown, and the warning that says so.
 _BAR = re.compile(r"\d+%\|.*\|\s*\d+/\d+|\|\s*\d+/\d+ \[|\d+(\.\d+)?(it/s|s/it)\]")
-_TQDM_NOISE = ("TqdmWarning: IProgress not found", "from .autonotebook import tqdm as notebook_tqdm")
+_TQDM_NOISE = (
+    "TqdmWarning: IProgress not found",
+    "from .autonotebook import tqdm as notebook_tqdm",
+)
 
 
 def _clean_stream(text: str) -> str:
@@ -115,7 +118,9 @@ def describe_machine(allow_cpu: bool = False, commit: str | None = None) -> dict
     device = names[0] if names else f"cpu-{os.cpu_count()}-cores"
     driver = _command("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader")
     changed = (
-        None if commit else _command("git", "status", "--porcelain", "-uno", "--", ".", ":(exclude)results")
+        None
+        if commit
+        else _command("git", "status", "--porcelain", "-uno", "--", ".", ":(exclude)results")
     )
     return {
         "device": device,
@@ -128,7 +133,9 @@ def describe_machine(allow_cpu: bool = False, commit: str | None = None) -> dict
         "python": platform.python_version(),
         "cpu_cores": os.cpu_count(),
         "commit": commit or _command("git", "rev-parse", "--short", "HEAD"),
-        "uncommitted_changes": None if commit else bool(changed),  # results/ left out: the run writes there
+        "uncommitted_changes": None
+        if commit
+        else bool(changed),  # results/ left out: the run writes there
         "date": dt.date.today().isoformat(),
         "data": os.environ.get("COURSE_DATA", "auto"),
         "quick": os.environ.get("COURSE_QUICK", "") not in ("", "0"),
@@ -141,7 +148,9 @@ def _update_run(folder: Path, machine: dict, part: str, record: dict) -> None:
     path = folder / "run.json"
     run = json.loads(path.read_text()) if path.exists() else {}
     run.update({k: v for k, v in machine.items() if k != "folder"})
-    run.setdefault("parts", {})[part] = {k: machine[k] for k in ("date", "commit", "torch")} | record
+    run.setdefault("parts", {})[part] = {
+        k: machine[k] for k in ("date", "commit", "torch")
+    } | record
     path.write_text(json.dumps(run, indent=2) + "\n")
 
 
@@ -158,7 +167,9 @@ def _logged(command: list[str], log: Path) -> tuple[int, float]:
 
 def part_tests(folder: Path, selection: list[str]) -> dict:
     """The unit tests (without the browser's), or the test files in ``selection`` with a log of their own."""
-    log = folder / (f"unit-tests-{slug(' '.join(selection))}.log" if selection else "unit-tests.log")
+    log = folder / (
+        f"unit-tests-{slug(' '.join(selection))}.log" if selection else "unit-tests.log"
+    )
     tests = selection or ["tests"]
     command = [
         sys.executable,
@@ -176,7 +187,9 @@ def part_tests(folder: Path, selection: list[str]) -> dict:
     return {"result": summary, "exit_code": code, "seconds": seconds, "log": log.name}
 
 
-def part_notebooks(folder: Path, machine: dict, names: list[str], timeout: int, times: Path) -> dict:
+def part_notebooks(
+    folder: Path, machine: dict, names: list[str], timeout: int, times: Path
+) -> dict:
     """Execute each notebook in a fresh kernel in default mode and keep the executed copy."""
     import nbformat
     from nbclient import NotebookClient
@@ -214,7 +227,9 @@ def part_notebooks(folder: Path, machine: dict, names: list[str], timeout: int, 
             seconds[path.stem] = round(time.perf_counter() - start, 1)
             executed = json.loads(nbformat.writes(notebook))
             clean_outputs(executed)
-            executed["metadata"]["gpu_run"] = {k: v for k, v in machine.items() if k != "folder"} | {
+            executed["metadata"]["gpu_run"] = {
+                k: v for k, v in machine.items() if k != "folder"
+            } | {
                 "seconds": seconds[path.stem],
                 "status": status[path.stem],
             }
@@ -262,9 +277,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="default results/gpu")
     parser.add_argument("--timeout", type=int, default=1200, help="seconds per notebook cell")
-    parser.add_argument("--bench-args", default="", help="arguments for benchmarks/bench.py, in one string")
-    parser.add_argument("--commit", help="the commit checked, where this copy is not a git checkout")
-    parser.add_argument("--allow-cpu", action="store_true", help="run without a GPU (to test the layout)")
+    parser.add_argument(
+        "--bench-args", default="", help="arguments for benchmarks/bench.py, in one string"
+    )
+    parser.add_argument(
+        "--commit", help="the commit checked, where this copy is not a git checkout"
+    )
+    parser.add_argument(
+        "--allow-cpu", action="store_true", help="run without a GPU (to test the layout)"
+    )
     args = parser.parse_args(argv)
     for module in ("nbclient", "ipykernel", "nbformat"):
         try:
@@ -298,9 +319,14 @@ def main(argv: list[str] | None = None) -> int:
             record = {"exit_code": code, "seconds": seconds, "args": args.bench_args.split()}
             failed |= code != 0
         _update_run(
-            folder, machine, f"tests {' '.join(names)}" if part == "tests" and names else part, record
+            folder,
+            machine,
+            f"tests {' '.join(names)}" if part == "tests" and names else part,
+            record,
         )
-    print(f"gpu-check: {'some parts failed' if failed else 'everything passed'}; see {folder}/run.json")
+    print(
+        f"gpu-check: {'some parts failed' if failed else 'everything passed'}; see {folder}/run.json"
+    )
     return 1 if failed else 0
 
 

@@ -109,11 +109,17 @@ def schedule_for(kind: str, batch: int, steps: int, args: argparse.Namespace) ->
         else {"warmup_epochs": args.warmup_epochs, "decay": args.decay, "max_lr": args.max_lr}
     )
     if kind.startswith("adam"):
-        shape |= {"base_batch_size": ADAM_BASE_BATCH_SIZE, "base_lr": ADAM_BASE_LR, "scaling": "sqrt"}
+        shape |= {
+            "base_batch_size": ADAM_BASE_BATCH_SIZE,
+            "base_lr": ADAM_BASE_LR,
+            "scaling": "sqrt",
+        }
     return LargeBatchSchedule(batch, steps, args.epochs, **shape)
 
 
-def train(kind: str, batch: int, data: dict, device: torch.device, args, precision, seed: int) -> dict:
+def train(
+    kind: str, batch: int, data: dict, device: torch.device, args, precision, seed: int
+) -> dict:
     """One configuration from one seed: every epoch's accuracy and loss, or where it became non-finite."""
     torch.manual_seed(seed)
     model = Tudui().to(device, memory_format=torch.channels_last)
@@ -150,7 +156,9 @@ def train(kind: str, batch: int, data: dict, device: torch.device, args, precisi
         record["epoch_seconds"].append(watch.seconds)
         record["epoch_train_loss"].append(stats.loss)
         record["epoch_test_accuracy"].append(accuracy)
-        print(f"  epoch {epoch + 1}: loss {stats.loss:.4f}, test accuracy {accuracy:.1%}", flush=True)
+        print(
+            f"  epoch {epoch + 1}: loss {stats.loss:.4f}, test accuracy {accuracy:.1%}", flush=True
+        )
     return record
 
 
@@ -167,9 +175,19 @@ def main(argv: list[str] | None = None) -> int:
     add("--train-size", type=int, help="training images (default all)")
     add("--test-size", type=int, help="test images (default all)")
     add("--decay", choices=("cosine", "linear", "none"), default="cosine")
-    add("--warmup-epochs", type=float, default=1.0, help="the recipes' warm-up, in epochs (default 1)")
+    add(
+        "--warmup-epochs",
+        type=float,
+        default=1.0,
+        help="the recipes' warm-up, in epochs (default 1)",
+    )
     add("--max-lr", type=float, help="cap the recipes' scaled peak rate")
-    add("--seeds", type=parse_seeds, default=[0], help="one run of each configuration per seed (default 0)")
+    add(
+        "--seeds",
+        type=parse_seeds,
+        default=[0],
+        help="one run of each configuration per seed (default 0)",
+    )
     add("--name", default="", help="added to the file name: large-batch-NAME-...")
     add("--device", help="default: the best available")
     add("--quick", action="store_true", help="name the result -quick (it is not committed)")
@@ -223,7 +241,13 @@ def main(argv: list[str] | None = None) -> int:
     path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     for run in runs:
         last = run["epoch_test_accuracy"][-1] if run["epoch_test_accuracy"] else None
-        ending = "NON-FINITE" if run["status"] != "ok" else f"{last:.1%}" if last is not None else "no epoch"
+        ending = (
+            "NON-FINITE"
+            if run["status"] != "ok"
+            else f"{last:.1%}"
+            if last is not None
+            else "no epoch"
+        )
         print(f"{run['config']} (seed {run['seed']}): {ending}")
     print(f"wrote {path} ({result['wall_seconds']:.0f} s)")
     return 0

@@ -32,7 +32,9 @@ def machine() -> dict:
     cpu = platform.processor() or platform.machine()
     try:
         lines = Path("/proc/cpuinfo").read_text().splitlines()
-        cpu = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), cpu)
+        cpu = next(
+            (line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), cpu
+        )
     except OSError:
         pass
     gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
@@ -68,7 +70,9 @@ def run(path: Path, timeout: int) -> float:
     from nbclient import NotebookClient
 
     notebook = nbformat.read(path, as_version=4)
-    client = NotebookClient(notebook, timeout=timeout, resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(
+        notebook, timeout=timeout, resources={"metadata": {"path": str(path.parent)}}
+    )
     start = time.perf_counter()
     client.execute()
     return time.perf_counter() - start
@@ -83,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
     parser.add_argument("--out", type=Path, default=ROOT / "results", help="folder for the times")
     args = parser.parse_args(argv)
-    paths = [NOTEBOOKS / f"{name}.ipynb" for name in args.names] or sorted(NOTEBOOKS.glob("*.ipynb"))
+    paths = [NOTEBOOKS / f"{name}.ipynb" for name in args.names] or sorted(
+        NOTEBOOKS.glob("*.ipynb")
+    )
     missing = [p.name for p in paths if not p.exists()]
     if missing:
         available = ", ".join(p.stem for p in sorted(NOTEBOOKS.glob("*.ipynb")))

@@ -7,11 +7,29 @@ from matplotlib.figure import Figure
 from figures.style import BLUE, FONT, GREEN, ORANGE, arrow, box, canvas
 
 
-def _tensor(ax, xy: tuple[float, float], code: str, note: str, colour: str, size: int = FONT) -> None:
+def _tensor(
+    ax, xy: tuple[float, float], code: str, note: str, colour: str, size: int = FONT
+) -> None:
     """A small box for one tensor: the code that makes it, and a grey note under it."""
     box(ax, xy, 0.36, 0.15, "", colour, fill=0.35)
-    ax.text(xy[0] + 0.18, xy[1] + 0.098, code, ha="center", va="center", fontsize=size, family="monospace")
-    ax.text(xy[0] + 0.18, xy[1] + 0.04, note, ha="center", va="center", fontsize=FONT - 1, color="#333333")
+    ax.text(
+        xy[0] + 0.18,
+        xy[1] + 0.098,
+        code,
+        ha="center",
+        va="center",
+        fontsize=size,
+        family="monospace",
+    )
+    ax.text(
+        xy[0] + 0.18,
+        xy[1] + 0.04,
+        note,
+        ha="center",
+        va="center",
+        fontsize=FONT - 1,
+        color="#333333",
+    )
 
 
 def two_memories() -> Figure:
@@ -26,7 +44,14 @@ def two_memories() -> Figure:
     arrow(ax, (0.405, 0.735), (0.595, 0.735), "copy", offset=0.015)
 
     # Row 2: a factory function with device= makes the tensor in GPU memory: nothing crosses.
-    _tensor(ax, (0.60, 0.38), "z = torch.zeros(3, device=device)", "made here: no copy", ORANGE, FONT - 1.5)
+    _tensor(
+        ax,
+        (0.60, 0.38),
+        "z = torch.zeros(3, device=device)",
+        "made here: no copy",
+        ORANGE,
+        FONT - 1.5,
+    )
 
     # Row 3: a result comes back with .cpu(); .numpy() then shares that CPU memory.
     _tensor(ax, (0.60, 0.10), "out = model(y)", "a result, on the GPU", ORANGE)

@@ -27,7 +27,13 @@ def what_moves() -> Figure:
         weight="bold",
     )
     ax.text(
-        right + width / 2, 0.935, "GPU memory", ha="center", va="center", fontsize=FONT + 1, weight="bold"
+        right + width / 2,
+        0.935,
+        "GPU memory",
+        ha="center",
+        va="center",
+        fontsize=FONT + 1,
+        weight="bold",
     )
     inner, x_left, x_right, h = 0.30, left + 0.02, right + 0.02, 0.14
 
@@ -36,7 +42,14 @@ def what_moves() -> Figure:
     box(ax, (x_left, y), inner, h, "tudui's parameters\n(145,578 numbers)", BLUE)
     box(ax, (x_right, y), inner, h, "tudui's parameters", ORANGE)
     arrow(ax, (x_left + inner + 0.01, y + h / 2), (x_right - 0.01, y + h / 2), "tudui.cuda()")
-    ax.text(0.5, y + h / 2 - 0.03, "part 1: once,\nbefore training", ha="center", va="top", fontsize=FONT - 2)
+    ax.text(
+        0.5,
+        y + h / 2 - 0.03,
+        "part 1: once,\nbefore training",
+        ha="center",
+        va="top",
+        fontsize=FONT - 2,
+    )
 
     # Part 2: the loss function holds no tensors.
     y = 0.48
@@ -85,7 +98,9 @@ def when_python_waits() -> Figure:
     def queue(x: float, text: str) -> None:
         # Four quick calls that only queue work: forward, loss, backward, step.
         for i in range(4):
-            ax.add_patch(Rectangle((x + i * 0.035, py), 0.025, h, facecolor=BLUE, alpha=0.6, edgecolor=BLUE))
+            ax.add_patch(
+                Rectangle((x + i * 0.035, py), 0.025, h, facecolor=BLUE, alpha=0.6, edgecolor=BLUE)
+            )
         ax.text(x + 0.065, py + h + 0.03, text, ha="center", va="bottom", fontsize=FONT - 2)
 
     queue(0.11, "queue forward, loss,\nbackward, step")
@@ -105,14 +120,28 @@ def when_python_waits() -> Figure:
     queue(0.78, "next step")
 
     # The GPU works through its queue in order; the copy runs after the step's work.
-    work = [("forward", 0.11, 0.23), ("backward", 0.23, 0.48), ("step", 0.48, 0.58), ("copy", 0.58, 0.755)]
+    work = [
+        ("forward", 0.11, 0.23),
+        ("backward", 0.23, 0.48),
+        ("step", 0.48, 0.58),
+        ("copy", 0.58, 0.755),
+    ]
     for label, start, end in work:
         colour = GREEN if label == "copy" else ORANGE
         box(ax, (start + 0.01, gpu), end - start - 0.02, h, label, colour, size=FONT - 1, fill=0.3)
     box(ax, (0.79, gpu), 0.19, h, "next step", ORANGE, size=FONT - 1, fill=0.3)
     arrow(ax, (0.76, gpu + h + 0.02), (0.76, py - 0.03), colour=GREEN)
-    ax.text(0.77, (gpu + h + py) / 2, "copy done: Python goes on", ha="left", va="center", fontsize=FONT - 2)
-    ax.annotate("", xy=(0.99, 0.07), xytext=(0.11, 0.07), arrowprops={"arrowstyle": "-|>", "color": GREY})
+    ax.text(
+        0.77,
+        (gpu + h + py) / 2,
+        "copy done: Python goes on",
+        ha="left",
+        va="center",
+        fontsize=FONT - 2,
+    )
+    ax.annotate(
+        "", xy=(0.99, 0.07), xytext=(0.11, 0.07), arrowprops={"arrowstyle": "-|>", "color": GREY}
+    )
     ax.text(0.55, 0.02, "time", ha="center", va="bottom", fontsize=FONT - 2, color=GREY)
     return fig
 

@@ -58,7 +58,9 @@ def stale_optimizer() -> Figure:
     _label(ax, (0.60, 0.22), ".grad set by backward()", size=FONT - 1)
     arrow(ax, (0.285, 0.71), (0.445, 0.71), "holds", offset=0.015)
     arrow(ax, (0.285, 0.27), (0.445, 0.27), "uses", offset=0.015)
-    _label(ax, (0.88, 0.71), "step() skips them:\nno gradient,\nno change", size=FONT - 1, mono=False)
+    _label(
+        ax, (0.88, 0.71), "step() skips them:\nno gradient,\nno change", size=FONT - 1, mono=False
+    )
     _label(ax, (0.88, 0.27), "no optimizer\nholds them:\nno change", size=FONT - 1, mono=False)
     return fig
 

@@ -19,8 +19,21 @@ def one_batch() -> Figure:
     middle = 0.52  # the height of the batch, the model and the output, all three on cuda:0
 
     # Stages, left to right, as DataParallel.forward runs them.
-    for x, text in ((0.165, "scatter"), (0.48, "parallel_apply: one thread per GPU"), (0.805, "gather")):
-        ax.text(x, 0.955, text, ha="center", va="center", fontsize=FONT, weight="bold", family="monospace")
+    for x, text in (
+        (0.165, "scatter"),
+        (0.48, "parallel_apply: one thread per GPU"),
+        (0.805, "gather"),
+    ):
+        ax.text(
+            x,
+            0.955,
+            text,
+            ha="center",
+            va="center",
+            fontsize=FONT,
+            weight="bold",
+            family="monospace",
+        )
 
     box(ax, (0.01, middle - 0.09), 0.13, 0.18, "batch\n30 × 5\non cuda:0", BLUE)
     box(ax, (0.84, middle - 0.09), 0.15, 0.18, "output\n30 × 2\non cuda:0", BLUE)
@@ -57,7 +70,9 @@ def one_batch() -> Figure:
             )
         )
 
-    ax.text(0.335, middle, "replicate", ha="right", va="center", fontsize=FONT - 1, family="monospace")
+    ax.text(
+        0.335, middle, "replicate", ha="right", va="center", fontsize=FONT - 1, family="monospace"
+    )
     ax.text(
         0.622,
         middle,

@@ -31,10 +31,24 @@ def ddp_processes() -> Figure:
             ORANGE,
             size=10,
         )
-        box(ax, (0.26, y), 0.19, height, "its own copy\nof the model\nforward, backward", BLUE, size=10)
+        box(
+            ax,
+            (0.26, y),
+            0.19,
+            height,
+            "its own copy\nof the model\nforward, backward",
+            BLUE,
+            size=10,
+        )
         box(ax, (0.5, y + 0.06), 0.1, height - 0.12, f"grads\ng{rank}", PURPLE, size=10)
         box(
-            ax, (0.82, y), 0.16, height, "optimizer.step()\nthe same step:\nidentical weights", GREEN, size=10
+            ax,
+            (0.82, y),
+            0.16,
+            height,
+            "optimizer.step()\nthe same step:\nidentical weights",
+            GREEN,
+            size=10,
         )
         arrow(ax, (0.215, middle), (0.255, middle))
         arrow(ax, (0.455, middle), (0.495, middle))

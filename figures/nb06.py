@@ -8,7 +8,9 @@ from matplotlib.patches import Rectangle
 from figures.style import BLUE, FONT, GREEN, GREY, ORANGE, RED, arrow, box, canvas
 
 
-def _span(ax, x0: float, x1: float, y: float, text: str, colour: str, *, below: bool = False) -> None:
+def _span(
+    ax, x0: float, x1: float, y: float, text: str, colour: str, *, below: bool = False
+) -> None:
     """A bracket from ``x0`` to ``x1`` at height ``y``, with ``text`` above it (or below)."""
     tick = -0.03 if not below else 0.03
     ax.plot([x0, x0, x1, x1], [y + tick, y, y, y + tick], color=colour, linewidth=1.5)
@@ -39,7 +41,9 @@ def queue() -> Figure:
     clock = 0.3
     ax.plot([clock, clock], [top - 0.02, top + height + 0.02], color=RED, linewidth=2)
     # a call that waits: it returns when the queue is empty
-    wait = Rectangle((0.315, top), 0.86 - 0.315, height, facecolor="white", edgecolor=BLUE, hatch="///")
+    wait = Rectangle(
+        (0.315, top), 0.86 - 0.315, height, facecolor="white", edgecolor=BLUE, hatch="///"
+    )
     ax.add_patch(wait)
     ax.text(
         0.58,
@@ -52,9 +56,13 @@ def queue() -> Figure:
     )
     arrow(ax, (0.86, bottom + height), (0.86, top), colour=GREY)
     middle = (bottom + height + top) / 2
-    ax.text(0.85, middle, "queue empty:\nthe call returns", ha="right", va="center", fontsize=FONT - 1)
+    ax.text(
+        0.85, middle, "queue empty:\nthe call returns", ha="right", va="center", fontsize=FONT - 1
+    )
     _span(ax, 0.125, clock, top + height + 0.07, "clock without a wait: only the queuing", RED)
-    _span(ax, 0.125, 0.86, bottom - 0.06, "clock after a wait: the GPU's real time", BLUE, below=True)
+    _span(
+        ax, 0.125, 0.86, bottom - 0.06, "clock after a wait: the GPU's real time", BLUE, below=True
+    )
     ax.annotate(
         "",
         xy=(0.99, 0.03),
@@ -77,10 +85,18 @@ def streams() -> Figure:
     for name, y in rows.items():
         ax.text(0.01, y + h / 2, name, va="center", fontsize=FONT, weight="bold")
     ax.text(
-        0.16, 0.90, "non_blocking=True on the one stream: the copy waits its turn", fontsize=FONT, color=BLUE
+        0.16,
+        0.90,
+        "non_blocking=True on the one stream: the copy waits its turn",
+        fontsize=FONT,
+        color=BLUE,
     )
     ax.text(
-        0.16, 0.50, "a second stream for copies: the copy runs during the kernels", fontsize=FONT, color=BLUE
+        0.16,
+        0.50,
+        "a second stream for copies: the copy runs during the kernels",
+        fontsize=FONT,
+        color=BLUE,
     )
 
     def block(x0: float, x1: float, y: float, text: str, colour: str) -> None:
@@ -93,10 +109,19 @@ def streams() -> Figure:
     block(0.46, 0.76, rows["stream 1"], "step 2: kernels", ORANGE)
     block(0.20, 0.36, rows["stream 2"], "copy batch 2", GREEN)
     arrow(ax, (0.35, rows["stream 2"] + h), (0.47, rows["stream 1"]), colour=GREY)
-    ax.text(0.38, 0.18, "step 2 waits for the copy (wait_stream)", fontsize=FONT - 1, color=GREY, va="center")
+    ax.text(
+        0.38,
+        0.18,
+        "step 2 waits for the copy (wait_stream)",
+        fontsize=FONT - 1,
+        color=GREY,
+        va="center",
+    )
     ax.plot([0.76, 0.76], [0.08, 0.86], color=GREY, linewidth=1, linestyle=":")
     ax.plot([0.92, 0.92], [0.08, 0.86], color=GREY, linewidth=1, linestyle=":")
-    ax.annotate("", xy=(0.76, 0.05), xytext=(0.92, 0.05), arrowprops={"arrowstyle": "<->", "color": GREY})
+    ax.annotate(
+        "", xy=(0.76, 0.05), xytext=(0.92, 0.05), arrowprops={"arrowstyle": "<->", "color": GREY}
+    )
     ax.text(0.84, 0.0, "time saved", ha="center", va="bottom", fontsize=FONT - 1, color=GREY)
     return fig
 

@@ -51,7 +51,9 @@ def memory_of_a_step() -> Figure:
     fig.subplots_adjust(left=0.08, right=0.97, top=0.92, bottom=0.35, wspace=0.1)
     for ax, batch in zip(axes, (1024, 4096), strict=True):
         x, layers = _step(batch)
-        ax.stackplot(x, *layers.values(), colors=[COLOURS[k] for k in layers], alpha=0.75, linewidth=0)
+        ax.stackplot(
+            x, *layers.values(), colors=[COLOURS[k] for k in layers], alpha=0.75, linewidth=0
+        )
         allocated = [sum(v[i] for v in layers.values()) for i in range(len(x))]
         reserved = max(allocated) + 6  # the cache keeps the blocks of earlier steps' peak
         ax.plot([x[0], x[-1]], [reserved, reserved], color="black", linestyle="--", linewidth=1.5)
@@ -83,9 +85,16 @@ def memory_of_a_step() -> Figure:
         ax.spines[["top", "right"]].set_visible(False)
     axes[0].set_ylabel("GPU memory (MiB)", fontsize=10)
     handles = [Patch(color=c, alpha=0.75, label=k) for k, c in COLOURS.items()]
-    handles.append(Patch(facecolor="none", edgecolor="black", linestyle="--", label="reserved (cache)"))
+    handles.append(
+        Patch(facecolor="none", edgecolor="black", linestyle="--", label="reserved (cache)")
+    )
     fig.legend(
-        handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.05), ncol=3, fontsize=9, frameon=False
+        handles=handles,
+        loc="lower center",
+        bbox_to_anchor=(0.5, 0.05),
+        ncol=3,
+        fontsize=9,
+        frameon=False,
     )
     fig.text(
         0.5,

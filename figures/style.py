@@ -7,7 +7,14 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
 # Colour-blind-safe (Okabe and Ito).
-BLUE, ORANGE, GREEN, RED, PURPLE, GREY = "#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#999999"
+BLUE, ORANGE, GREEN, RED, PURPLE, GREY = (
+    "#0072B2",
+    "#E69F00",
+    "#009E73",
+    "#D55E00",
+    "#CC79A7",
+    "#999999",
+)
 FONT = 11
 
 
@@ -64,7 +71,9 @@ def arrow(
 ) -> None:
     """An arrow from ``start`` to ``end`` with ``text`` written above its middle (``offset`` higher)."""
     ax.add_patch(
-        FancyArrowPatch(start, end, arrowstyle=style, mutation_scale=14, color=colour, linewidth=1.5)
+        FancyArrowPatch(
+            start, end, arrowstyle=style, mutation_scale=14, color=colour, linewidth=1.5
+        )
     )
     if text:
         middle = ((start[0] + end[0]) / 2, (start[1] + end[1]) / 2 + offset)
@@ -75,7 +84,15 @@ def label(
     ax: Axes, xy: tuple[float, float], text: str, *, size: int = FONT, mono: bool = False, **kw
 ) -> None:
     """``text`` centred at ``xy``, in a monospaced font with ``mono`` (for code)."""
-    ax.text(*xy, text, ha="center", va="center", fontsize=size, family="monospace" if mono else None, **kw)
+    ax.text(
+        *xy,
+        text,
+        ha="center",
+        va="center",
+        fontsize=size,
+        family="monospace" if mono else None,
+        **kw,
+    )
 
 
 def _rgb(colour: str) -> tuple[float, float, float]:

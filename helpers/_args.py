@@ -12,7 +12,9 @@ def shown(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def integer(value, name: str, caller: str, *, minimum=None, allow_none=False, meaning="") -> int | None:
+def integer(
+    value, name: str, caller: str, *, minimum=None, allow_none=False, meaning=""
+) -> int | None:
     """``value`` as an ``int``, at least ``minimum``: a NumPy integer too, but never a ``bool``, nor a
     float even with a whole value (``1e4``), which is usually a typo for an int."""
     if value is None and allow_none:
@@ -33,5 +35,7 @@ def integer(value, name: str, caller: str, *, minimum=None, allow_none=False, me
 def boolean(value, name: str, caller: str) -> bool:
     """``value`` if it is ``True`` or ``False`` (a NumPy bool too); else a ``TypeError`` naming ``name``."""
     if not isinstance(value, bool | np.bool_):
-        raise TypeError(f"{caller}: {name} must be True or False, got {type(value).__name__} {shown(value)}.")
+        raise TypeError(
+            f"{caller}: {name} must be True or False, got {type(value).__name__} {shown(value)}."
+        )
     return bool(value)

@@ -17,15 +17,32 @@ from torch import nn
 from helpers import _args
 
 FORMAT = "gpu-course-checkpoint"
-_SAFE = (type(None), bool, int, float, str, torch.dtype, torch.device, torch.Size, torch.Tensor, nn.Parameter)
+_SAFE = (
+    type(None),
+    bool,
+    int,
+    float,
+    str,
+    torch.dtype,
+    torch.device,
+    torch.Size,
+    torch.Tensor,
+    nn.Parameter,
+)
 
 
 class CheckpointError(ValueError):
     """A file that cannot be loaded as a checkpoint of this model; the message says why and what to do."""
 
 
-def _unwrap(model: nn.Module) -> nn.Module:  # the model inside nn.DataParallel, DDP or torch.compile
-    inner = model.module if isinstance(model, nn.DataParallel | nn.parallel.DistributedDataParallel) else None
+def _unwrap(
+    model: nn.Module,
+) -> nn.Module:  # the model inside nn.DataParallel, DDP or torch.compile
+    inner = (
+        model.module
+        if isinstance(model, nn.DataParallel | nn.parallel.DistributedDataParallel)
+        else None
+    )
     inner = getattr(model, "_orig_mod", inner)
     return model if inner is None else _unwrap(inner)
 
@@ -50,15 +67,21 @@ def _loadable(value: Any, where: str) -> Any:
 def _check(caller: str, path: Any, model: Any, optimizer: Any) -> Path:
     if not isinstance(path, str | os.PathLike) or not str(path).strip():
         error = ValueError if isinstance(path, str) else TypeError
-        raise error(f"{caller}: path must be a file path such as 'checkpoints/epoch_3.pt', got {path!r}.")
+        raise error(
+            f"{caller}: path must be a file path such as 'checkpoints/epoch_3.pt', got {path!r}."
+        )
     if not isinstance(model, nn.Module):
         raise TypeError(f"{caller}: model must be an nn.Module (not its class), got {model!r:.40}.")
     if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
-        raise TypeError(f"{caller}: optimizer must be a torch.optim optimizer or None, got {optimizer!r:.20}")
+        raise TypeError(
+            f"{caller}: optimizer must be a torch.optim optimizer or None, got {optimizer!r:.20}"
+        )
     return Path(path).expanduser()
 
 
-def save_checkpoint(path: str | Path, model: nn.Module, optimizer: Any, epoch: int, **extra: Any) -> Path:
+def save_checkpoint(
+    path: str | Path, model: nn.Module, optimizer: Any, epoch: int, **extra: Any
+) -> Path:
     """Save ``model``'s weights (unwrapped from ``nn.DataParallel``, DDP or ``torch.compile``), the
     ``optimizer``'s state (or None), ``epoch``, the random state and ``extra`` (numbers, strings, tensors,
     and lists, tuples and dicts of them) to ``path``; return it. A crash during the save leaves the previous
@@ -66,29 +89,47 @@ def save_checkpoint(path: str | Path, model: nn.Module, optimizer: Any, epoch: i
     folder = isinstance(path, str) and path.endswith(("/", os.sep))
     path = _check("save_checkpoint", path, model, optimizer)
     if folder or path.is_dir():
-        raise IsADirectoryError(f"save_checkpoint: {path} is a folder; add a file name such as 'last.pt'.")
-    epoch = _args.integer(epoch, "epoch", "save_checkpoint", minimum=0, meaning="the number of epochs done")
+        raise IsADirectoryError(
+            f"save_checkpoint: {path} is a folder; add a file name such as 'last.pt'."
+        )
+    epoch = _args.integer(
+        epoch, "epoch", "save_checkpoint", minimum=0, meaning="the number of epochs done"
+    )
     weights = _unwrap(model).state_dict()
-    _loadable(weights, "the model's state_dict()")  # checked, then stored as it is, with its metadata
+    _loadable(
+        weights, "the model's state_dict()"
+    )  # checked, then stored as it is, with its metadata
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
     rng = {"torch": torch.get_rng_state(), "cuda": cuda, "python": random.getstate()}
-    state = None if optimizer is None else _loadable(optimizer.state_dict(), "optimizer.state_dict()")
+    state = (
+        None if optimizer is None else _loadable(optimizer.state_dict(), "optimizer.state_dict()")
+    )
     payload = {"format": FORMAT, "version": 1, "epoch": epoch, "model": weights, "rng": rng}
     payload |= {"extra": _loadable(extra, "extra"), "optimizer": state}
     payload["optimizer_class"] = type(optimizer).__name__
     target = Path(os.path.realpath(path))  # through a symbolic link, as open() goes
     if blocked := next((p for p in target.parents if p.exists() and not p.is_dir()), None):
-        raise NotADirectoryError(f"save_checkpoint: {blocked} is a file, not a folder; choose another path.")
-    if target.is_file() and target.stat().st_size and not zipfile.is_zipfile(target):  # torch.save: a zip
-        raise FileExistsError(f"save_checkpoint: {path} exists and is no checkpoint; choose another name.")
+        raise NotADirectoryError(
+            f"save_checkpoint: {blocked} is a file, not a folder; choose another path."
+        )
+    if (
+        target.is_file() and target.stat().st_size and not zipfile.is_zipfile(target)
+    ):  # torch.save: a zip
+        raise FileExistsError(
+            f"save_checkpoint: {path} exists and is no checkpoint; choose another name."
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    handle, temporary = tempfile.mkstemp(
+        dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"
+    )
     try:
         with os.fdopen(handle, "wb") as file:
             torch.save(payload, file)
             file.flush()
             os.fsync(file.fileno())  # on the disk before the rename
-        os.replace(temporary, target)  # atomic: a reader sees the old file or the new one, never half
+        os.replace(
+            temporary, target
+        )  # atomic: a reader sees the old file or the new one, never half
     except BaseException:
         os.unlink(temporary)
         raise
@@ -100,7 +141,9 @@ def _read(path: Path, map_location: Any) -> dict[str, Any]:
         folder = path if path.is_dir() else path.parent
         found = ", ".join(sorted(p.name for p in folder.glob("*.pt*"))) if folder.is_dir() else ""
         what = "is a folder, not a checkpoint file" if path.is_dir() else "does not exist"
-        raise CheckpointError(f"{path} {what}. Checkpoints in {folder}: {found or 'none'}. Check the path.")
+        raise CheckpointError(
+            f"{path} {what}. Checkpoints in {folder}: {found or 'none'}. Check the path."
+        )
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as error:
@@ -110,29 +153,52 @@ def _read(path: Path, map_location: Any) -> dict[str, Any]:
             why = "holds pickled Python objects (a whole model?), which could run code, so it is refused"
         raise CheckpointError(f"{path} {why} ({str(error).strip()[:150]!r}).") from error
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise CheckpointError(f"{path} was not written by save_checkpoint: load it with torch.load(path).")
+        raise CheckpointError(
+            f"{path} was not written by save_checkpoint: load it with torch.load(path)."
+        )
     return payload
 
 
 def _weights(model: nn.Module, saved: dict[str, Any], path: Path) -> dict[str, Any]:
     """The saved weights without a ``module.`` or ``_orig_mod.`` prefix, checked to fit ``model``."""
-    expected = _unwrap(model).state_dict()  # below: saved from inside DataParallel or DDP, or compiled
-    saved = {key.removeprefix("module.").removeprefix("_orig_mod."): value for key, value in saved.items()}
-    theirs, ours = ({key: tuple(getattr(v, "shape", ())) for key, v in d.items()} for d in (saved, expected))
-    if differ := sorted(key for key in theirs.keys() | ours.keys() if theirs.get(key) != ours.get(key)):
-        shown = [f"{k}: checkpoint {theirs.get(k, '-')}, model {ours.get(k, '-')}" for k in differ[:6]]
+    expected = _unwrap(
+        model
+    ).state_dict()  # below: saved from inside DataParallel or DDP, or compiled
+    saved = {
+        key.removeprefix("module.").removeprefix("_orig_mod."): value
+        for key, value in saved.items()
+    }
+    theirs, ours = (
+        {key: tuple(getattr(v, "shape", ())) for key, v in d.items()} for d in (saved, expected)
+    )
+    if differ := sorted(
+        key for key in theirs.keys() | ours.keys() if theirs.get(key) != ours.get(key)
+    ):
+        shown = [
+            f"{k}: checkpoint {theirs.get(k, '-')}, model {ours.get(k, '-')}" for k in differ[:6]
+        ]
         fix = f"build the model it was saved from, or load a checkpoint of {type(_unwrap(model)).__name__}"
-        raise CheckpointError(f"{path} is a checkpoint of a different model ({'; '.join(shown)}): {fix}.")
+        raise CheckpointError(
+            f"{path} is a checkpoint of a different model ({'; '.join(shown)}): {fix}."
+        )
     return saved
 
 
-def _check_optimizer(optimizer: torch.optim.Optimizer, model: nn.Module, payload: dict, path: Path) -> None:
+def _check_optimizer(
+    optimizer: torch.optim.Optimizer, model: nn.Module, payload: dict, path: Path
+) -> None:
     saved, given = payload["optimizer"], type(optimizer).__name__
     if saved is None:
         raise CheckpointError(f"{path} holds no optimizer state: load it without an optimizer.")
-    if not {id(p) for p in model.parameters()} & {id(p) for g in optimizer.param_groups for p in g["params"]}:
-        raise CheckpointError("load_checkpoint: the optimizer holds none of the model's parameters.")
-    kind = (payload.get("optimizer_class") or given).rsplit(".", 1)[-1]  # not recorded in early checkpoints
+    if not {id(p) for p in model.parameters()} & {
+        id(p) for g in optimizer.param_groups for p in g["params"]
+    }:
+        raise CheckpointError(
+            "load_checkpoint: the optimizer holds none of the model's parameters."
+        )
+    kind = (payload.get("optimizer_class") or given).rsplit(".", 1)[
+        -1
+    ]  # not recorded in early checkpoints
     theirs = [len(group["params"]) for group in saved["param_groups"]]
     if kind != given or theirs != [len(group["params"]) for group in optimizer.param_groups]:
         raise CheckpointError(

@@ -23,7 +23,9 @@ STAND_IN_VERSION = 2  # recorded runs name it; raise it when the stand-in's imag
 def quick_mode() -> bool:
     """Whether ``COURSE_QUICK=1`` asks for the small, fast run that CI uses."""
     if (value := os.environ.get("COURSE_QUICK", "").strip()) not in ("", "0", "1"):
-        raise ValueError(f"COURSE_QUICK={value!r} is not understood: set it to 1 or 0, or unset it.")
+        raise ValueError(
+            f"COURSE_QUICK={value!r} is not understood: set it to 1 or 0, or unset it."
+        )
     return value == "1"
 
 
@@ -69,7 +71,9 @@ def _numbers(text: str) -> torch.Tensor:
     return torch.tensor([[float(v) for v in row.split()] for row in text.split(",")])
 
 
-_ROWS = [_numbers(rows) for _, rows in re.findall(r"([a-z]+)([^a-z]+)", _PARTS)]  # in CIFAR10_CLASSES order
+_ROWS = [
+    _numbers(rows) for _, rows in re.findall(r"([a-z]+)([^a-z]+)", _PARTS)
+]  # in CIFAR10_CLASSES order
 _TABLE = torch.stack([F.pad(rows, (0, 0, 0, _K - len(rows))) for rows in _ROWS])
 _GEOMETRY, _ROLES = _TABLE[..., :7], _TABLE[..., 7].long()
 # each class's look-alike (of _PAIRS; itself if none), and how far toward it its parts go (.5: half-way)
@@ -96,9 +100,13 @@ def _uniform(g: torch.Generator, *shape: int, low: float = 0.0, high: float = 1.
 def _colours(g: torch.Generator, kinds: torch.Tensor) -> torch.Tensor:
     """RGB colours (*kinds.shape, 3), each drawn from its kind's ranges of hue, saturation and value."""
     low, high = _COLOUR_KINDS[kinds][..., 0::2], _COLOUR_KINDS[kinds][..., 1::2]
-    hue, saturation, value = (low + (high - low) * torch.rand(*kinds.shape, 3, generator=g)).unbind(-1)
+    hue, saturation, value = (low + (high - low) * torch.rand(*kinds.shape, 3, generator=g)).unbind(
+        -1
+    )
     k = (torch.tensor([5.0, 3.0, 1.0]) + hue.unsqueeze(-1) * 6) % 6  # HSV to RGB
-    return value.unsqueeze(-1) * (1 - saturation.unsqueeze(-1) * torch.minimum(k, 4 - k).clamp(0, 1))
+    return value.unsqueeze(-1) * (
+        1 - saturation.unsqueeze(-1) * torch.minimum(k, 4 - k).clamp(0, 1)
+    )
 
 
 def _draw_scenes(n: int, g: torch.Generator) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
@@ -128,13 +136,17 @@ def _draw_scenes(n: int, g: torch.Generator) -> tuple[torch.Tensor, tuple[torch.
     a = _uniform(g, n, 5, low=1.5, high=5.0) * (torch.rand(n, 5, generator=g) < 0.8)
     x, y = _uniform(g, n, 5, low=-2, high=33), _uniform(g, n, 5, low=-2, high=33)
     b, angle = a * _uniform(g, n, 5, low=0.15, high=1.0), _uniform(g, n, 5, high=math.pi)
-    clutter = torch.stack([x, y, a, b, angle, torch.rand(n, 5, generator=g), _uniform(g, n, 5, high=0.7)], -1)
+    clutter = torch.stack(
+        [x, y, a, b, angle, torch.rand(n, 5, generator=g), _uniform(g, n, 5, high=0.7)], -1
+    )
     # an occluder in front of it (odds 0.4), somewhere over the object
     a = _uniform(g, n, 1, low=2.5, high=6.0) * (torch.rand(n, 1, generator=g) < 0.4)
     x = ox + _uniform(g, n, 1, low=-0.8, high=0.8) * scale
     y = oy + _uniform(g, n, 1, low=-0.6, high=0.6) * scale
     b, angle = a * _uniform(g, n, 1, low=0.3, high=1.0), _uniform(g, n, 1, high=math.pi)
-    occluder = torch.stack([x, y, a, b, angle, torch.rand(n, 1, generator=g), torch.zeros(n, 1)], -1)
+    occluder = torch.stack(
+        [x, y, a, b, angle, torch.rand(n, 1, generator=g), torch.zeros(n, 1)], -1
+    )
     shapes = torch.cat([clutter, torch.stack(body, -1), occluder], 1)
     anything = torch.zeros(n, 5, dtype=torch.long)  # colour kind 0: any colour
     colours = torch.cat([_colours(g, anything), body_colours, _colours(g, anything[:, :1])], 1)
@@ -155,7 +167,11 @@ def _draw_scenes(n: int, g: torch.Generator) -> tuple[torch.Tensor, tuple[torch.
 def _render(scenes: tuple[torch.Tensor, ...], g: torch.Generator) -> torch.Tensor:
     """Paint a batch of ``_draw_scenes`` as images (n, 3, 32, 32), values about 0 to 1."""
     shapes, colours, background, horizon, horizon_y, gradient, texture, noise = scenes
-    n, x, y = len(shapes), torch.arange(32.0).view(1, 1, 1, 32), torch.arange(32.0).view(1, 1, 32, 1)
+    n, x, y = (
+        len(shapes),
+        torch.arange(32.0).view(1, 1, 1, 32),
+        torch.arange(32.0).view(1, 1, 32, 1),
+    )
     # each shape's own coordinates (u, v) at every pixel: u^2 + v^2 <= 1 inside an ellipse
     cx, cy, a, b, angle, boxiness, pointiness = (t[..., None, None] for t in shapes.unbind(-1))
     a, b, cos, sin = a.clamp(min=1e-3), b.clamp(min=1e-3), torch.cos(angle), torch.sin(angle)
@@ -168,11 +184,15 @@ def _render(scenes: tuple[torch.Tensor, ...], g: torch.Generator) -> torch.Tenso
     box = d2 * d2
     box.sub_(d2).sub_(uv2, alpha=2)
     d2.addcmul_(box, boxiness).addcmul_(uv2.sqrt_(), pointiness, value=2)
-    half_edge = torch.minimum(a, b) * 0.5  # coverage: 1 inside, 0 outside, a ramp a pixel wide between
+    half_edge = (
+        torch.minimum(a, b) * 0.5
+    )  # coverage: 1 inside, 0 outside, a ramp a pixel wide between
     alpha = d2.mul_(-half_edge).add_(0.5 + half_edge).clamp_(0, 1)
     # the background: a linear gradient or a horizon between two colours, plus blotches
     gradient = gradient.view(n, 1, 1, 1)
-    t = ((torch.cos(gradient) * (x - 15.5) + torch.sin(gradient) * (y - 15.5)) / 32 + 0.5).clamp(0, 1)
+    t = ((torch.cos(gradient) * (x - 15.5) + torch.sin(gradient) * (y - 15.5)) / 32 + 0.5).clamp(
+        0, 1
+    )
     t = torch.where(horizon.view(n, 1, 1, 1), (y - horizon_y.view(n, 1, 1, 1) + 0.5).clamp(0, 1), t)
     top, bottom = background.unbind(1)
     images = torch.addcmul(top.view(n, 3, 1, 1), (bottom - top).view(n, 3, 1, 1), t)
@@ -182,7 +202,9 @@ def _render(scenes: tuple[torch.Tensor, ...], g: torch.Generator) -> torch.Tenso
     return images + noise.view(n, 1, 1, 1) * torch.randn(n, 3, 32, 32, generator=g)
 
 
-def make_synthetic_cifar10(n: int, *, train: bool = True, seed: int = 0) -> tuple[np.ndarray, list[int]]:
+def make_synthetic_cifar10(
+    n: int, *, train: bool = True, seed: int = 0
+) -> tuple[np.ndarray, list[int]]:
     """``n`` images of the stand-in and their labels: ``(uint8 array (n, 32, 32, 3), list of ints)``.
     The same ``(seed, train)`` gives the same images, and the first ``k`` whatever ``n`` is."""
     n = _args.integer(n, "n", "make_synthetic_cifar10", minimum=0, meaning="a number of images")
@@ -192,9 +214,13 @@ def make_synthetic_cifar10(n: int, *, train: bool = True, seed: int = 0) -> tupl
         g = torch.Generator().manual_seed(seed * 1_000_003 + k)
         chunk_labels, scenes = _draw_scenes(1000, g)
         labels += chunk_labels.tolist()
-        for start in range(0, min(1000, n - 1000 * k), 100):  # 100 at a time: small enough for CPU caches
+        for start in range(
+            0, min(1000, n - 1000 * k), 100
+        ):  # 100 at a time: small enough for CPU caches
             rendered = _render(tuple(part[start : start + 100] for part in scenes), g)
-            images.append(rendered.clamp_(0, 1).mul_(255).round_().permute(0, 2, 3, 1).to(torch.uint8))
+            images.append(
+                rendered.clamp_(0, 1).mul_(255).round_().permute(0, 2, 3, 1).to(torch.uint8)
+            )
     return torch.cat(images)[:n].numpy(), labels[:n]
 
 
@@ -224,13 +250,19 @@ def load_cifar10(train, transform=None, *, size=None, source=None) -> Dataset:
     overrides ``COURSE_DATA``. The dataset has ``data``, ``targets`` and ``classes``, like torchvision's."""
     train = _args.boolean(train, "train", "load_cifar10")
     if transform is not None and (isinstance(transform, type) or not callable(transform)):
-        example = f"{transform.__name__}()" if isinstance(transform, type) else "transforms.ToTensor()"
+        example = (
+            f"{transform.__name__}()" if isinstance(transform, type) else "transforms.ToTensor()"
+        )
         raise TypeError(f"load_cifar10: transform is {transform!r:.40}; pass e.g. {example}.")
     size = _args.integer(size, "size", "load_cifar10", minimum=1, allow_none=True)
     source = os.environ.get("COURSE_DATA", "auto").strip() if source is None else source
     if source not in ("auto", "cifar10", "synthetic"):
-        raise ValueError(f"load_cifar10: source {source!r} is unknown; use 'auto', 'cifar10' or 'synthetic'.")
-    repo = Path(__file__).resolve().parent.parent  # data/ there, or in the current folder when installed
+        raise ValueError(
+            f"load_cifar10: source {source!r} is unknown; use 'auto', 'cifar10' or 'synthetic'."
+        )
+    repo = (
+        Path(__file__).resolve().parent.parent
+    )  # data/ there, or in the current folder when installed
     folder = (repo if (repo / "pyproject.toml").is_file() else Path.cwd()) / "data"
     folder = Path(os.environ.get("COURSE_DATA_DIR", "").strip() or folder).expanduser()
     reason = "COURSE_DATA=synthetic asks for it"
@@ -242,7 +274,9 @@ def load_cifar10(train, transform=None, *, size=None, source=None) -> Dataset:
             dataset.data, dataset.targets = dataset.data[:size], dataset.targets[:size]
             return dataset
         except (OSError, RuntimeError) as error:  # offline: a URLError is an OSError
-            reason = f"CIFAR-10 is not in {folder} and could not be downloaded ({type(error).__name__})"
+            reason = (
+                f"CIFAR-10 is not in {folder} and could not be downloaded ({type(error).__name__})"
+            )
         if source == "cifar10":
             raise FileNotFoundError(
                 f"COURSE_DATA=cifar10 asks for the real data, but {reason}: go online, copy the folder "
@@ -250,7 +284,9 @@ def load_cifar10(train, transform=None, *, size=None, source=None) -> Dataset:
             )
     dataset = SyntheticCIFAR10(train, transform, size=size)
     split = "train" if train else "test"
-    print(f"Dataset: synthetic CIFAR-10 stand-in ({split}, {len(dataset):,} images), because {reason}.")
+    print(
+        f"Dataset: synthetic CIFAR-10 stand-in ({split}, {len(dataset):,} images), because {reason}."
+    )
     return dataset
 
 
@@ -279,16 +315,22 @@ def training_budget(
     to say why. ``small_on_gpu``, a reason in words, keeps an accelerator to the CPU's subset and epochs."""
     for name, value in dict(locals()).items():  # the numbers given: sizes may be None (all)
         if name.endswith(("_epochs", "_size")):
-            _args.integer(value, name, "training_budget", minimum=1, allow_none=name.endswith("_size"))
+            _args.integer(
+                value, name, "training_budget", minimum=1, allow_none=name.endswith("_size")
+            )
     device = devices.as_device(device, caller="training_budget", check_available=True)
     if small_on_gpu is not None and not (isinstance(small_on_gpu, str) and small_on_gpu.strip()):
-        raise TypeError(f"training_budget: small_on_gpu is {small_on_gpu!r:.40}; give a reason in words.")
+        raise TypeError(
+            f"training_budget: small_on_gpu is {small_on_gpu!r:.40}; give a reason in words."
+        )
     cpu = (cpu_train_size, cpu_test_size, cpu_epochs)
     if quick_mode():
         return Budget(quick_train_size, quick_test_size, quick_epochs, "quick mode", "quick")
     if device.type == "cpu":
         gpu = f"the same subset: {small_on_gpu}" if small_on_gpu else f"all for {gpu_epochs} epochs"
-        return Budget(*cpu, f"a subset, because this run is on the CPU (a GPU run uses {gpu})", "cpu")
+        return Budget(
+            *cpu, f"a subset, because this run is on the CPU (a GPU run uses {gpu})", "cpu"
+        )
     if small_on_gpu:
         return Budget(*cpu, f"the CPU's subset on {device} too: {small_on_gpu}", "cpu")
     return Budget(None, None, gpu_epochs, f"the full dataset on {device}")
@@ -299,7 +341,9 @@ def loader_workers(device: torch.device | str, *, processes: int = 1) -> int:
     4, the cores shared among ``processes`` (one per GPU with DDP); elsewhere 0, leaving them to training."""
     device = devices.as_device(device, caller="loader_workers", check_available=True)
     processes = _args.integer(processes, "processes", "loader_workers", minimum=1)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    )
     return max(1, min(4, cores // processes - 1)) if device.type == "cuda" else 0
 
 
@@ -309,20 +353,44 @@ def expect_accuracy(accuracy: float, budget: Budget, dataset, **bands) -> tuple[
     stand-in. On the stand-in the accuracy must lie in the band; on CIFAR-10, only above chance (10%)."""
     if isinstance(accuracy, torch.Tensor | np.number) and accuracy.ndim == 0:
         accuracy = accuracy.item()  # a 0-d tensor or a NumPy number: its value
-    if isinstance(accuracy, bool) or not isinstance(accuracy, float | int) or not 0 <= accuracy <= 1:
-        raise ValueError(f"expect_accuracy: accuracy is {accuracy!r:.20}; give a fraction, 0.55 for 55%.")
+    if (
+        isinstance(accuracy, bool)
+        or not isinstance(accuracy, float | int)
+        or not 0 <= accuracy <= 1
+    ):
+        raise ValueError(
+            f"expect_accuracy: accuracy is {accuracy!r:.20}; give a fraction, 0.55 for 55%."
+        )
     if not isinstance(budget, Budget) or not isinstance(dataset, Dataset):
-        got = f"a {type(dataset).__name__}" if isinstance(budget, Budget) else f"budget {budget!r:.30}"
-        raise TypeError(f"expect_accuracy: got {got}; pass training_budget()'s Budget, and the test set.")
+        got = (
+            f"a {type(dataset).__name__}"
+            if isinstance(budget, Budget)
+            else f"budget {budget!r:.30}"
+        )
+        raise TypeError(
+            f"expect_accuracy: got {got}; pass training_budget()'s Budget, and the test set."
+        )
     band = bands.get(budget.mode, (1, 0))
     pair = isinstance(band, tuple | list) and len(band) == 2 and 0 <= band[0] <= band[1] <= 1
     if not pair or set(bands) - {"full", "cpu", "quick"}:
-        raise ValueError(f"expect_accuracy: give {budget.mode}=(low, high), 0 <= low <= high <= 1, only.")
+        raise ValueError(
+            f"expect_accuracy: give {budget.mode}=(low, high), 0 <= low <= high <= 1, only."
+        )
     low, high = band
-    print(f"test accuracy {accuracy:.1%} (chance: 10%; on the stand-in this gives {low:.0%} to {high:.0%})")
+    print(
+        f"test accuracy {accuracy:.1%} (chance: 10%; on the stand-in this gives {low:.0%} to {high:.0%})"
+    )
     if isinstance(dataset, SyntheticCIFAR10) and not low <= accuracy <= high:
-        why = "it learned less than it should" if accuracy < low else "the data is easier than it should be"
-        raise AssertionError(f"test accuracy {accuracy:.1%} is outside {low:.0%} to {high:.0%}: {why}.")
+        why = (
+            "it learned less than it should"
+            if accuracy < low
+            else "the data is easier than it should be"
+        )
+        raise AssertionError(
+            f"test accuracy {accuracy:.1%} is outside {low:.0%} to {high:.0%}: {why}."
+        )
     if not isinstance(dataset, SyntheticCIFAR10) and low > 0.15 >= accuracy:
-        raise AssertionError(f"test accuracy {accuracy:.1%} is near chance (10%): the model learned nothing.")
+        raise AssertionError(
+            f"test accuracy {accuracy:.1%} is near chance (10%): the model learned nothing."
+        )
     return low, high

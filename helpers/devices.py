@@ -22,7 +22,9 @@ def pick_device(preferred: str | torch.device | None = None) -> torch.device:
     if preferred is not None:
         device = as_device(preferred, name="preferred", caller="pick_device", check_available=True)
         if device.type == "meta":
-            raise ValueError("pick_device: 'meta' has shapes but no values; ask for 'cpu' or a GPU instead.")
+            raise ValueError(
+                "pick_device: 'meta' has shapes but no values; ask for 'cpu' or a GPU instead."
+            )
         return device
     if torch.cuda.is_available():  # first, and asked as the .cuda() lessons ask it
         return torch.device("cuda", torch.cuda.current_device())
@@ -32,16 +34,23 @@ def pick_device(preferred: str | torch.device | None = None) -> torch.device:
     return torch.device("cpu")
 
 
-def as_device(value: Any, *, name: str = "device", caller: str = "as_device", check_available: bool = False):
+def as_device(
+    value: Any, *, name: str = "device", caller: str = "as_device", check_available: bool = False
+):
     """``value`` (a ``torch.device`` or a name such as ``"cuda:1"``) as a ``torch.device``, which the
     machine must have if ``check_available``. A wrong one raises an error naming ``name`` of ``caller``."""
     if not isinstance(value, str | torch.device):
-        raise TypeError(f"{caller}: {name} must be a device, e.g. pick_device(), not {type(value).__name__}.")
+        raise TypeError(
+            f"{caller}: {name} must be a device, e.g. pick_device(), not {type(value).__name__}."
+        )
     try:
         device = torch.device(value.strip() if isinstance(value, str) else value)
     except RuntimeError:
         hint = " (NVIDIA GPUs are called 'cuda' in PyTorch)" * ("gpu" in value.lower())
-        problem, fix = f"no device name{hint}", "Write 'cpu', 'cuda', 'cuda:N' or 'mps', in lower case."
+        problem, fix = (
+            f"no device name{hint}",
+            "Write 'cpu', 'cuda', 'cuda:N' or 'mps', in lower case.",
+        )
     else:
         kind, index = device.type, device.index
         if not check_available or kind in ("cpu", "meta"):
@@ -51,10 +60,14 @@ def as_device(value: Any, *, name: str = "device", caller: str = "as_device", ch
             index = torch.cuda.current_device() if kind == "cuda" else 0
         if count and index < count:
             return torch.device(kind, index)
-        problem = f"there is no {device}, only {count}" if count else f"there is no {kind.upper()} device"
+        problem = (
+            f"there is no {device}, only {count}" if count else f"there is no {kind.upper()} device"
+        )
         fix = "Call pick_device() for the best device here." + f" {_COLAB}" * (kind == "cuda")
     gpus = [f"cuda:{i} ({torch.cuda.get_device_name(i)})" for i in range(torch.cuda.device_count())]
-    here = ", ".join(gpus + [str(pick_device())] * (pick_device().type not in ("cpu", "cuda")) + ["cpu"])
+    here = ", ".join(
+        gpus + [str(pick_device())] * (pick_device().type not in ("cpu", "cuda")) + ["cpu"]
+    )
     raise ValueError(f"{caller}: {name} {value!r}: {problem}. This machine has {here}. {fix}")
 
 
@@ -66,10 +79,14 @@ def describe_devices() -> str:
         gib = p.total_memory / 2**30
         lines.append(f"  cuda:{i}  {p.name}, {gib:.1f} GiB, compute capability {p.major}.{p.minor}")
     if (best := pick_device()).type != "cuda":
-        lines.append(f"Accelerator: {best}" if best.type != "cpu" else f"No GPU, only the CPU. {_COLAB}")
+        lines.append(
+            f"Accelerator: {best}" if best.type != "cpu" else f"No GPU, only the CPU. {_COLAB}"
+        )
     if (visible := os.environ.get("CUDA_VISIBLE_DEVICES")) is not None:
         lines.append(f"CUDA_VISIBLE_DEVICES={visible!r}")
-    lines.append(f"CPU: {os.cpu_count()} logical cores, PyTorch uses {torch.get_num_threads()} threads")
+    lines.append(
+        f"CPU: {os.cpu_count()} logical cores, PyTorch uses {torch.get_num_threads()} threads"
+    )
     return "\n".join(lines)
 
 
@@ -77,25 +94,39 @@ def to_device(obj: Any, device: torch.device | str) -> Any:
     """Return ``obj`` moved to ``device``: tensors, modules (in place), and tuples, lists and dicts of
     them at any depth. Strings, numbers and ``None`` pass through; a NumPy array raises a ``TypeError``."""
     device = as_device(device, caller="to_device", check_available=True)
-    if isinstance(obj, nn.Module) and device.type == "meta" and not all(p.is_meta for p in obj.parameters()):
-        raise ValueError("to_device: on 'meta' a model keeps its shapes, not its weights; use pick_device().")
+    if (
+        isinstance(obj, nn.Module)
+        and device.type == "meta"
+        and not all(p.is_meta for p in obj.parameters())
+    ):
+        raise ValueError(
+            "to_device: on 'meta' a model keeps its shapes, not its weights; use pick_device()."
+        )
     if isinstance(obj, torch.Tensor | nn.Module):
         return obj.to(device)
     if obj is None or isinstance(obj, str | bytes | numbers.Number | torch.dtype | torch.device):
         return obj
     if isinstance(obj, list | tuple):
         items = [to_device(item, device) for item in obj]
-        return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)  # a named tuple, or not
+        return (
+            type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
+        )  # a named tuple, or not
     if isinstance(obj, dict):
         return {key: to_device(value, device) for key, value in obj.items()}
-    fix = "make it a tensor: torch.from_numpy(array)" if isinstance(obj, np.ndarray) else "move its tensors"
+    fix = (
+        "make it a tensor: torch.from_numpy(array)"
+        if isinstance(obj, np.ndarray)
+        else "move its tensors"
+    )
     raise TypeError(f"to_device cannot move a {type(obj).__name__}: {fix}.")
 
 
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:
     """``tensor.detach().cpu().numpy()`` on any device (bfloat16 as float32); on the CPU it shares memory."""
     if not isinstance(tensor, torch.Tensor):
-        raise TypeError(f"to_numpy expects a torch.Tensor, got {type(tensor).__name__}; use np.asarray(...).")
+        raise TypeError(
+            f"to_numpy expects a torch.Tensor, got {type(tensor).__name__}; use np.asarray(...)."
+        )
     if tensor.is_meta:
         raise NotImplementedError("to_numpy cannot be called on meta tensors: they have no values.")
     return (tensor.float() if tensor.dtype == torch.bfloat16 else tensor).detach().cpu().numpy()
@@ -115,9 +146,16 @@ except Exception as error:
 print(json.dumps(found))"""
 
 
-def _is_case(how: Any) -> bool:  # a dict of env and set_in_code (dicts of strings) and after_is_available
-    groups = [how.get("env", {}), how.get("set_in_code", {})] if isinstance(how, Mapping) else [None]
-    ok = all(isinstance(g, Mapping) and all(isinstance(t, str) for i in g.items() for t in i) for g in groups)
+def _is_case(
+    how: Any,
+) -> bool:  # a dict of env and set_in_code (dicts of strings) and after_is_available
+    groups = (
+        [how.get("env", {}), how.get("set_in_code", {})] if isinstance(how, Mapping) else [None]
+    )
+    ok = all(
+        isinstance(g, Mapping) and all(isinstance(t, str) for i in g.items() for t in i)
+        for g in groups
+    )
     return ok and not set(how) - {"env", "set_in_code", "after_is_available"}
 
 
@@ -133,8 +171,15 @@ def gpus_in_fresh_processes(cases: Mapping[str, Mapping[str, Any]]) -> dict[str,
     probe, running = [sys.executable, "-c", _PROBE], {}
     for name, how in cases.items():
         env = {**os.environ, **how.get("env", {})}
-        running[name] = Popen([*probe, json.dumps(dict(how))], env=env, text=True, stdout=PIPE, stderr=PIPE)
+        running[name] = Popen(
+            [*probe, json.dumps(dict(how))], env=env, text=True, stdout=PIPE, stderr=PIPE
+        )
     outputs = {name: process.communicate(timeout=120) for name, process in running.items()}
     if failed := next((name for name, process in running.items() if process.returncode != 0), None):
-        raise RuntimeError(f"The fresh process of case {failed!r} failed:\n{outputs[failed][1][-2000:]}")
-    return {name: SimpleNamespace(**json.loads(out.splitlines()[-1])) for name, (out, _) in outputs.items()}
+        raise RuntimeError(
+            f"The fresh process of case {failed!r} failed:\n{outputs[failed][1][-2000:]}"
+        )
+    return {
+        name: SimpleNamespace(**json.loads(out.splitlines()[-1]))
+        for name, (out, _) in outputs.items()
+    }

@@ -6,19 +6,26 @@ from torch import nn
 from torch.nn import functional as F
 
 __all__ = ["CifarNet", "SimpleModel", "Tudui", "count_parameters"]
-_HINTS = {(3, 32, 32): "one image? use x.unsqueeze(0)", (32, 32, 3): "channels last? x.permute(0, 3, 1, 2)"}
+_HINTS = {
+    (3, 32, 32): "one image? use x.unsqueeze(0)",
+    (32, 32, 3): "channels last? x.permute(0, 3, 1, 2)",
+}
 
 
 def _check_images(model: str, x: object) -> None:
     """Refuse what is not a batch of CIFAR-10 images, (N, 3, 32, 32) floats, saying what to do instead."""
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{model} expects a tensor of images (N, 3, 32, 32), got {type(x).__name__}.")
+        raise TypeError(
+            f"{model} expects a tensor of images (N, 3, 32, 32), got {type(x).__name__}."
+        )
     shape = tuple(x.shape)
     if len(shape) != 4 or shape[1:] != (3, 32, 32):
         hint = _HINTS.get(shape, _HINTS.get(shape[1:], "CIFAR-10's images are (3, 32, 32)"))
         raise ValueError(f"{model} expects a batch of images (N, 3, 32, 32), got {shape}: {hint}.")
     if not x.is_floating_point():
-        raise TypeError(f"{model} expects float images, got {x.dtype}: use x.float() / 255 or ToTensor().")
+        raise TypeError(
+            f"{model} expects float images, got {x.dtype}: use x.float() / 255 or ToTensor()."
+        )
 
 
 class Tudui(nn.Module):
@@ -45,8 +52,16 @@ class CifarNet(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.conv1, self.pool, self.conv2 = nn.Conv2d(3, 6, 5), nn.MaxPool2d(2, 2), nn.Conv2d(6, 16, 5)
-        self.fc1, self.fc2, self.fc3 = nn.Linear(16 * 5 * 5, 120), nn.Linear(120, 84), nn.Linear(84, 10)
+        self.conv1, self.pool, self.conv2 = (
+            nn.Conv2d(3, 6, 5),
+            nn.MaxPool2d(2, 2),
+            nn.Conv2d(6, 16, 5),
+        )
+        self.fc1, self.fc2, self.fc3 = (
+            nn.Linear(16 * 5 * 5, 120),
+            nn.Linear(120, 84),
+            nn.Linear(84, 10),
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_images("CifarNet", x)

@@ -52,14 +52,22 @@ class Stopwatch:
         self.seconds = time.perf_counter() - self._start
 
 
-def time_calls(fn: Callable, device: torch.device | str, *, warmup: int = 2, repeats: int = 5) -> list[float]:
+def time_calls(
+    fn: Callable, device: torch.device | str, *, warmup: int = 2, repeats: int = 5
+) -> list[float]:
     """Seconds taken by each of ``repeats`` calls of ``fn()``, each timed with a ``Stopwatch``, after
     ``warmup`` untimed calls (which pay the one-off costs: loading kernels, creating library handles)."""
     if not callable(fn):
-        raise TypeError(f"time_calls: fn must be a function, e.g. lambda: model(x); got {_args.shown(fn)}.")
+        raise TypeError(
+            f"time_calls: fn must be a function, e.g. lambda: model(x); got {_args.shown(fn)}."
+        )
     device = as_device(device, caller="time_calls", check_available=True)
-    warmup = _args.integer(warmup, "warmup", "time_calls", minimum=0, meaning="how many untimed calls")
-    repeats = _args.integer(repeats, "repeats", "time_calls", minimum=1, meaning="how many timed calls")
+    warmup = _args.integer(
+        warmup, "warmup", "time_calls", minimum=0, meaning="how many untimed calls"
+    )
+    repeats = _args.integer(
+        repeats, "repeats", "time_calls", minimum=1, meaning="how many timed calls"
+    )
     for _ in range(warmup):
         fn()
     times = []
@@ -75,7 +83,9 @@ def images_per_second(images: int, seconds: float) -> float:
     if not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in (images, seconds)):
         raise TypeError(f"images_per_second takes two numbers; got {images!r} and {seconds!r}.")
     if not seconds > 0:  # NaN too
-        raise ValueError(f"{images} images in {seconds} s: a clock read too early; use Stopwatch(device).")
+        raise ValueError(
+            f"{images} images in {seconds} s: a clock read too early; use Stopwatch(device)."
+        )
     return images / seconds
 
 
@@ -84,16 +94,26 @@ def autorange(fn: Callable[[], Any], *, min_run_time: float = 0.2) -> Any:
     threads as PyTorch trains with, with a clock that waits for ``pick_device()``. The ``Measurement`` it
     returns has ``.median`` and ``.times``, in seconds per call."""
     if not callable(fn):
-        raise TypeError(f"autorange: fn must be a function, e.g. lambda: model(x); got {_args.shown(fn)}.")
-    if isinstance(min_run_time, bool) or not isinstance(min_run_time, numbers.Real) or min_run_time <= 0:
-        raise ValueError(f"autorange: min_run_time is a number of seconds above 0, got {min_run_time!r}.")
+        raise TypeError(
+            f"autorange: fn must be a function, e.g. lambda: model(x); got {_args.shown(fn)}."
+        )
+    if (
+        isinstance(min_run_time, bool)
+        or not isinstance(min_run_time, numbers.Real)
+        or min_run_time <= 0
+    ):
+        raise ValueError(
+            f"autorange: min_run_time is a number of seconds above 0, got {min_run_time!r}."
+        )
     wait = _wait_for(pick_device())
 
     def clock() -> float:
         wait()
         return timeit.default_timer()
 
-    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, timer=clock, num_threads=torch.get_num_threads())
+    timer = benchmark.Timer(
+        stmt="fn()", globals={"fn": fn}, timer=clock, num_threads=torch.get_num_threads()
+    )
     return timer.blocked_autorange(min_run_time=min_run_time)
 
 
@@ -108,16 +128,24 @@ def results_dir() -> Path:
 _RESULT_KEYS = ("device", "versions", "date", "settings", "summary")
 
 
-def load_results(folder: str | Path, *, device_type: str | None = None, quick: bool | None = False) -> list:
+def load_results(
+    folder: str | Path, *, device_type: str | None = None, quick: bool | None = False
+) -> list:
     """The ``make bench`` results (``bench-*.json``) in ``folder``, oldest first, each with its ``"path"``:
     those measured on ``device_type`` (``"cuda"``, ``"cpu"``; None: all), quick runs or not (None: both).
     A missing ``results_dir()`` holds none yet."""
     if not isinstance(folder, str | Path):
-        raise TypeError(f"load_results: folder is the path of a folder, e.g. results_dir(); got {folder!r}.")
+        raise TypeError(
+            f"load_results: folder is the path of a folder, e.g. results_dir(); got {folder!r}."
+        )
     if not Path(folder).is_dir() and Path(folder).resolve() != results_dir().resolve():
-        raise ValueError(f"load_results: {folder} is no folder: give results_dir(), where make bench writes.")
+        raise ValueError(
+            f"load_results: {folder} is no folder: give results_dir(), where make bench writes."
+        )
     if device_type not in (None, "cuda", "cpu", "mps"):
-        raise ValueError(f"load_results: device_type is 'cuda', 'cpu', 'mps' or None, not {device_type!r}.")
+        raise ValueError(
+            f"load_results: device_type is 'cuda', 'cpu', 'mps' or None, not {device_type!r}."
+        )
     if quick is not None and not isinstance(quick, bool):
         raise TypeError(f"load_results: quick must be True, False or None (both), got {quick!r}.")
     results = []
@@ -127,7 +155,9 @@ def load_results(folder: str | Path, *, device_type: str | None = None, quick: b
         except ValueError:  # not JSON, not UTF-8
             result = None
         if not isinstance(result, dict) or not all(key in result for key in _RESULT_KEYS):
-            raise ValueError(f"{path} is not a result of make bench (JSON with {_RESULT_KEYS}): delete it.")
+            raise ValueError(
+                f"{path} is not a result of make bench (JSON with {_RESULT_KEYS}): delete it."
+            )
         same_device = device_type is None or result["device"].get("type") == device_type
         if same_device and (quick is None or bool(result["settings"].get("quick")) == quick):
             results.append({**result, "path": str(path)})

@@ -53,7 +53,9 @@ def setup():
 
 def load_data(args, rank):
     """The training and test sets; rank 0 loads (and, online, downloads) first, then the others."""
-    normalize = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.5,) * 3, (0.5,) * 3)])
+    normalize = transforms.Compose(
+        [transforms.ToTensor(), transforms.Normalize((0.5,) * 3, (0.5,) * 3)]
+    )
     if rank != 0:
         dist.barrier()  # wait until rank 0 has the files on disk
     quiet = contextlib.nullcontext() if rank == 0 else contextlib.redirect_stdout(io.StringIO())
@@ -93,13 +95,17 @@ def train(args, rank, world_size, local_world_size, device, backend):
     sampler = DistributedSampler(trainset, shuffle=True, seed=0)  # this rank's share of the data
     workers = loader_workers(device, processes=local_world_size)
     pinned = device.type == "cuda"
-    loader = DataLoader(trainset, args.batch_size, sampler=sampler, num_workers=workers, pin_memory=pinned)
+    loader = DataLoader(
+        trainset, args.batch_size, sampler=sampler, num_workers=workers, pin_memory=pinned
+    )
     testloader = DataLoader(testset, batch_size=256, num_workers=workers, pin_memory=pinned)
 
     torch.manual_seed(0)
     model = CifarNet().to(device)
     # DDP copies rank 0's weights to every rank now, and averages the gradients in each backward
-    ddp_model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    ddp_model = DistributedDataParallel(
+        model, device_ids=[device.index] if device.type == "cuda" else None
+    )
     global_batch = args.batch_size * world_size
     lr = 0.01 * global_batch / 64  # 0.01 for every 64 images of the global batch
     optimizer = torch.optim.SGD(ddp_model.parameters(), lr=lr, momentum=0.9)
@@ -118,7 +124,10 @@ def train(args, rank, world_size, local_world_size, device, backend):
         for step, (images, targets) in enumerate(loader):
             if args.max_steps is not None and step >= args.max_steps:
                 break
-            images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
+            images, targets = (
+                images.to(device, non_blocking=True),
+                targets.to(device, non_blocking=True),
+            )
             outputs = ddp_model(images)
             loss = criterion(outputs, targets)
             optimizer.zero_grad()
@@ -132,7 +141,9 @@ def train(args, rank, world_size, local_world_size, device, backend):
         seconds = time.perf_counter() - start
         if rank == 0:
             accuracy = evaluate(model, testloader, device)
-            history.append({"epoch": epoch, "train_loss": loss_sum / seen, "test_accuracy": accuracy})
+            history.append(
+                {"epoch": epoch, "train_loss": loss_sum / seen, "test_accuracy": accuracy}
+            )
             save(args.out, model, epoch, history, world_size, backend)
             log(
                 f"epoch {epoch + 1}: {int(seen):,} images in {seconds:.1f} s, train loss "
@@ -157,10 +168,16 @@ def main():
     parser.add_argument(
         "--batch-size", type=int, default=32, help="per process; the global batch is N times it"
     )
-    parser.add_argument("--train-size", type=int, default=None, help="first images of the training set")
+    parser.add_argument(
+        "--train-size", type=int, default=None, help="first images of the training set"
+    )
     parser.add_argument("--test-size", type=int, default=None, help="first images of the test set")
-    parser.add_argument("--max-steps", type=int, default=None, help="at most this many steps per epoch")
-    parser.add_argument("--out", type=Path, default=Path("checkpoints/ddp.pt"), help="rank 0 writes it")
+    parser.add_argument(
+        "--max-steps", type=int, default=None, help="at most this many steps per epoch"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("checkpoints/ddp.pt"), help="rank 0 writes it"
+    )
     args = parser.parse_args()
 
     rank, world_size, local_world_size, device, backend = setup()

@@ -65,7 +65,8 @@ def platform_problem(f):
     if system == "Windows" or system.upper().startswith(("MSYS", "MINGW", "CYGWIN")):
         return (
             "Native Windows (%s) cannot run the course: the Makefile expects Linux or macOS, and PyPI's "
-            "Windows torch has no CUDA; install WSL2 (%s) and run `make lab` inside it." % (system, WSL)
+            "Windows torch has no CUDA; install WSL2 (%s) and run `make lab` inside it."
+            % (system, WSL)
         )
     if system == "Darwin":
         if f["machine"] not in ("arm64", "aarch64"):
@@ -86,7 +87,8 @@ def platform_problem(f):
             how = "e.g. `sudo apt install python3.11 python3.11-venv`"
         return (
             "%s is Python %s, and the course needs Python 3.11 or newer: install one (%s), then run "
-            "`make lab` again, which picks python3.13, 3.12 or 3.11." % (sys.executable, f["python"], how)
+            "`make lab` again, which picks python3.13, 3.12 or 3.11."
+            % (sys.executable, f["python"], how)
         )
     return None
 
@@ -123,7 +125,9 @@ def env_problem(python):
         return "it has no %s" % os.path.relpath(python)
     probe = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
     try:
-        version = subprocess.check_output([python, "-c", probe], stderr=subprocess.DEVNULL, timeout=60)
+        version = subprocess.check_output(
+            [python, "-c", probe], stderr=subprocess.DEVNULL, timeout=60
+        )
     except Exception:
         return "its python does not run"
     version = version.decode().strip()
@@ -142,7 +146,10 @@ def ours(venv):
 
 def create(venv):
     """Create `venv` with this Python; on failure remove the half-made folder and say what to install."""
-    print("Creating %s with %s (Python %d.%d)." % ((venv, sys.executable) + tuple(sys.version_info[:2])))
+    print(
+        "Creating %s with %s (Python %d.%d)."
+        % ((venv, sys.executable) + tuple(sys.version_info[:2]))
+    )
     if subprocess.call([sys.executable, "-m", "venv", venv]) == 0:
         return None
     if os.path.isdir(venv) and ours(venv):
@@ -174,7 +181,8 @@ def ensure_env(venv):
     if os.path.isdir(os.path.join(venv, "conda-meta")):
         return (
             "The conda environment %s is unusable (%s): recreate it with `conda env create -f "
-            "environment.yml --yes`, activate it, then run `make lab VENV=$CONDA_PREFIX`." % (venv, problem)
+            "environment.yml --yes`, activate it, then run `make lab VENV=$CONDA_PREFIX`."
+            % (venv, problem)
         )
     return (
         "%s is not a working Python environment (%s) and holds other files, so it is left as it is: "

@@ -34,7 +34,9 @@ from pathlib import Path
 try:
     import nbformat
 except ImportError:  # e.g. `make release` in a clone without .venv, on the system's python3
-    raise SystemExit(f"{sys.executable} has no nbformat: run `make setup` first, which makes .venv") from None
+    raise SystemExit(
+        f"{sys.executable} has no nbformat: run `make setup` first, which makes .venv"
+    ) from None
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path[:1]:  # this checkout's helpers, whichever copy is installed
@@ -61,7 +63,9 @@ BADGE_NOTE = "on a free GPU (online only):"
 KAGGLE_TEXT = "or on Kaggle"
 KAGGLE_NOTE = "on two free GPUs:"
 _SETUP_MARK = "# Colab and Kaggle only: install the helpers"
-_OLD_SETUP_MARKS = ("# Colab only: install the course's helpers",)  # cells written by earlier versions
+_OLD_SETUP_MARKS = (
+    "# Colab only: install the course's helpers",
+)  # cells written by earlier versions
 _VERSION = re.compile(r"\d+\.\d+\.\d+")
 _BLOB = r"[\w.-]+/[\w.-]+/blob/[^/\s)]+/notebooks/([\w.-]+\.ipynb)"  # OWNER/NAME/blob/REF/notebooks/FILE
 _KAGGLE_OPENS = r"https://(?:www\.)?kaggle\.com/kernels/welcome\?src=https://github\.com/"
@@ -127,9 +131,7 @@ def badge_source(notebook_name: str, tag: str = TAG) -> str:
     source = f"[{BADGE_TEXT}]({url}) {BADGE_NOTE} [![Open In Colab](https://{_BADGE_MARK})]({url})"
     if notebook_name in KAGGLE_NOTEBOOKS:
         url = kaggle_url(notebook_name, ref=tag)
-        source += (
-            f", [{KAGGLE_TEXT}]({url}) {KAGGLE_NOTE} [![Open In Kaggle](https://{_KAGGLE_BADGE})]({url})"
-        )
+        source += f", [{KAGGLE_TEXT}]({url}) {KAGGLE_NOTE} [![Open In Kaggle](https://{_KAGGLE_BADGE})]({url})"
     return source
 
 
@@ -148,7 +150,11 @@ def _is_colab_cell(cell: dict) -> bool:
     source = "".join(cell.get("source", ""))
     return (
         cell.get("id") in {BADGE_ID, SETUP_ID}
-        or (cell["cell_type"] == "markdown" and _BADGE_MARK in source and len(source.splitlines()) == 1)
+        or (
+            cell["cell_type"] == "markdown"
+            and _BADGE_MARK in source
+            and len(source.splitlines()) == 1
+        )
         or (cell["cell_type"] == "code" and source.startswith((_SETUP_MARK, *_OLD_SETUP_MARKS)))
     )
 
@@ -164,7 +170,9 @@ def with_colab_cells(
             cell["id"] = nbformat.v4.new_code_cell().id
     badge = nbformat.v4.new_markdown_cell(badge_source(notebook_name, tag), id=BADGE_ID)
     setup = nbformat.v4.new_code_cell(setup_source(tag), id=SETUP_ID, metadata=SETUP_METADATA)
-    first_code = next((i for i, cell in enumerate(cells) if cell["cell_type"] == "code"), len(cells))
+    first_code = next(
+        (i for i, cell in enumerate(cells) if cell["cell_type"] == "code"), len(cells)
+    )
     result.cells = [badge, *cells[:first_code], setup, *cells[first_code:]]
     result.nbformat, result.nbformat_minor = 4, max(5, result.get("nbformat_minor", 5))
     return result
@@ -215,7 +223,9 @@ def _with_value(path: Path, pattern: str, value: str) -> str:
     """The text of ``path`` with the quoted value of the one line that ``pattern`` (group 1: up to the
     quote) matches set to ``value``."""
     text = path.read_text(encoding="utf-8")
-    updated, count = re.subn(pattern + r'"[^"]*"', lambda m: f'{m.group(1)}"{value}"', text, flags=re.M)
+    updated, count = re.subn(
+        pattern + r'"[^"]*"', lambda m: f'{m.group(1)}"{value}"', text, flags=re.M
+    )
     if count != 1:
         raise SystemExit(f"{path}: found {count} lines matching {pattern!r} where one was expected")
     return updated
@@ -264,13 +274,21 @@ def release(version: str, root: Path = ROOT) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("paths", nargs="*", type=Path, help="the .ipynb and .md files to update or check")
-    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if any is stale")
-    parser.add_argument("--release", metavar="X.Y.Z", help="cut release vX.Y.Z (see the module's help)")
+    parser.add_argument(
+        "paths", nargs="*", type=Path, help="the .ipynb and .md files to update or check"
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="change nothing; exit 1 if any is stale"
+    )
+    parser.add_argument(
+        "--release", metavar="X.Y.Z", help="cut release vX.Y.Z (see the module's help)"
+    )
     args = parser.parse_args(argv)
     if args.release is not None:
         if args.paths or args.check:
-            parser.error("--release takes no files and no --check: it updates every notebook and README.md")
+            parser.error(
+                "--release takes no files and no --check: it updates every notebook and README.md"
+            )
         return release(args.release)
     if not args.paths:
         parser.error("give the files to update, e.g. notebooks/*.ipynb README.md")

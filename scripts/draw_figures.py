@@ -61,7 +61,9 @@ def embed(number: str, table: dict, *, check: bool) -> list[str]:
     for name, (cell_id, draw) in table.items():
         cell = cells.get(cell_id)
         if cell is None or cell["cell_type"] != "markdown":
-            raise SystemExit(f"{path.name}: no markdown cell has the id {cell_id!r} for the picture {name}")
+            raise SystemExit(
+                f"{path.name}: no markdown cell has the id {cell_id!r} for the picture {name}"
+            )
         if f"attachment:{name}" not in "".join(cell["source"]):
             raise SystemExit(
                 f"{path.name}, cell {cell_id}: add ![what it shows](attachment:{name}) to its text"
@@ -91,14 +93,17 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--notebook", help="a notebook's number, such as 04")
-    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a picture is stale")
+    parser.add_argument(
+        "--check", action="store_true", help="change nothing; exit 1 if a picture is stale"
+    )
     args = parser.parse_args(argv)
     changed = []
     for number, table in figure_tables(args.notebook).items():
         changed += embed(number, table, check=args.check)
     if args.check and changed:
         print(
-            "stale pictures: " + "; ".join(changed) + ". Run: python scripts/draw_figures.py", file=sys.stderr
+            "stale pictures: " + "; ".join(changed) + ". Run: python scripts/draw_figures.py",
+            file=sys.stderr,
         )
         return 1
     print(("would change: " if args.check else "embedded: ") + (", ".join(changed) or "nothing"))

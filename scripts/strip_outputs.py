@@ -78,7 +78,10 @@ def strip(notebook: dict) -> dict:
 
 def dumps(notebook: dict) -> str:
     """The notebook as Jupyter (nbformat) writes it."""
-    return json.dumps(notebook, sort_keys=True, indent=1, ensure_ascii=False, separators=(",", ": ")) + "\n"
+    return (
+        json.dumps(notebook, sort_keys=True, indent=1, ensure_ascii=False, separators=(",", ": "))
+        + "\n"
+    )
 
 
 def parse(text: str) -> dict | None:
@@ -87,7 +90,9 @@ def parse(text: str) -> dict | None:
         notebook = json.loads(text)
     except ValueError:
         return None
-    return notebook if isinstance(notebook, dict) and isinstance(notebook.get("cells"), list) else None
+    return (
+        notebook if isinstance(notebook, dict) and isinstance(notebook.get("cells"), list) else None
+    )
 
 
 def clean(text: str) -> str:
@@ -101,7 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "notebooks", nargs="*", type=Path, help="notebooks to strip in place; none: stdin to stdout"
     )
-    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if any is not stripped")
+    parser.add_argument(
+        "--check", action="store_true", help="change nothing; exit 1 if any is not stripped"
+    )
     args = parser.parse_args(argv)
 
     if not args.notebooks:

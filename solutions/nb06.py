@@ -16,7 +16,9 @@ def time_per_call(fn, synchronize, clock, *, warmup=2, repeats=10):
 
 def device_batches(images, labels, batch_size, generator):
     # drawn where the generator lives (a CPU generator cannot draw on a GPU), then moved once
-    order = torch.randperm(len(labels), generator=generator, device=generator.device).to(labels.device)
+    order = torch.randperm(len(labels), generator=generator, device=generator.device).to(
+        labels.device
+    )
     for start in range(0, len(labels), batch_size):
         index = order[start : start + batch_size]
         yield images[index], labels[index]

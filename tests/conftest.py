@@ -27,7 +27,9 @@ def pytest_collection_modifyitems(config, items):
     fonts = None
     for item in items:
         if hasattr(item, "output_timeout"):  # an nbval cell: after it ran, nbval waits for its last
-            item.output_timeout = NBVAL_OUTPUT_TIMEOUT  # outputs 5 s, too short on a busy 2-core machine
+            item.output_timeout = (
+                NBVAL_OUTPUT_TIMEOUT  # outputs 5 s, too short on a busy 2-core machine
+            )
             fonts = fonts or Path(tempfile.mkdtemp(prefix="course-figure-fonts-"))
             _start_kernel_with(item.parent, fonts)
             _check_as_a_class_sees(item, fonts)
@@ -59,7 +61,9 @@ def _check_as_a_class_sees(cell, fonts: Path) -> None:
 
     def runtest():
         run_cell()
-        if stderr := [o.get("text", "") for o in cell.test_outputs or [] if o.get("name") == "stderr"]:
+        if stderr := [
+            o.get("text", "") for o in cell.test_outputs or [] if o.get("name") == "stderr"
+        ]:
             cell.raise_cell_error(
                 f"the cell prints on stderr, which reads as a failure to a student: {stderr}"
             )
@@ -69,7 +73,9 @@ def _check_as_a_class_sees(cell, fonts: Path) -> None:
         problems = too_small(new)
         for px, what in filter(None, map(shown_px, new)):
             if px < MIN_SHOWN_PX:
-                problems.append(f"a figure's smallest text, {what}, is {px:.1f} px on a 1280x720 screen")
+                problems.append(
+                    f"a figure's smallest text, {what}, is {px:.1f} px on a 1280x720 screen"
+                )
         if problems:
             cell.raise_cell_error(
                 f"figure text too small to read: {problems}; larger text or a narrower figure"

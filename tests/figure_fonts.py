@@ -13,7 +13,9 @@ import json
 import os
 from pathlib import Path
 
-MIN_POINTS = 10.0  # the smallest text a figure may have, in points: readable at 1280x720 on a projector
+MIN_POINTS = (
+    10.0  # the smallest text a figure may have, in points: readable at 1280x720 on a projector
+)
 MIN_SHOWN_PX = 10.0  # the smallest a figure's text may be as shown: 10 pt at 100 dpi, scaled to fit
 # The width the browser test's JupyterLab gives an output image on a 1280x720 screen (a wider figure is
 # scaled down to it). test_browser.py measures it in the notebooks it runs; nbval uses it for every figure.
@@ -91,7 +93,10 @@ def kernel_env(folder: Path) -> dict[str, str]:
     startup = folder / "ipython" / "profile_default" / "startup"
     startup.mkdir(parents=True, exist_ok=True)
     (startup / "00-course-figure-fonts.py").write_text(_STARTUP, encoding="utf-8")
-    return {"IPYTHONDIR": str(folder / "ipython"), "COURSE_FIGURE_FONTS": str(folder / "figure-fonts.jsonl")}
+    return {
+        "IPYTHONDIR": str(folder / "ipython"),
+        "COURSE_FIGURE_FONTS": str(folder / "figure-fonts.jsonl"),
+    }
 
 
 def read(folder: Path, notebook: str | None = None) -> list[dict]:
@@ -99,7 +104,9 @@ def read(folder: Path, notebook: str | None = None) -> list[dict]:
     path, figures = folder / "figure-fonts.jsonl", []
     for line in path.read_text(encoding="utf-8").splitlines() if path.exists() else []:
         figure = json.loads(line)
-        if not figures or figure != figures[-1]:  # a figure drawn twice (bbox_inches="tight") counts once
+        if (
+            not figures or figure != figures[-1]
+        ):  # a figure drawn twice (bbox_inches="tight") counts once
             figures.append(figure)
     return [f for f in figures if notebook is None or os.path.basename(f["notebook"]) == notebook]
 

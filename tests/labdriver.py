@@ -72,12 +72,25 @@ class LabServer:
             path.write_text(json.dumps(values))
         settings, workspaces = self.workdir / "settings", self.workdir / "workspaces"
         workspaces.mkdir(exist_ok=True)
-        args = [f"--port={self.port}", "--port-retries=0", "--ServerApp.ip=127.0.0.1", "--no-browser"]
+        args = [
+            f"--port={self.port}",
+            "--port-retries=0",
+            "--ServerApp.ip=127.0.0.1",
+            "--no-browser",
+        ]
         args += [f"--IdentityProvider.token={self.token}", f"--LabApp.workspaces_dir={workspaces}"]
         lab_args = shlex.join([*args, f"--LabApp.user_settings_dir={settings}"])
         if "$" in lab_args:
-            raise ValueError(f"make would expand the '$' in LAB_ARGS={lab_args!r}: use another folder")
-        drop = ("COURSE_DATA", "COURSE_DATA_DIR", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")  # not from `make test`
+            raise ValueError(
+                f"make would expand the '$' in LAB_ARGS={lab_args!r}: use another folder"
+            )
+        drop = (
+            "COURSE_DATA",
+            "COURSE_DATA_DIR",
+            "MAKEFLAGS",
+            "MFLAGS",
+            "MAKELEVEL",
+        )  # not from `make test`
         env = {k: v for k, v in os.environ.items() if k not in drop}
         env.update(self.env, COURSE_QUICK="1", JUPYTER_RUNTIME_DIR=str(self.workdir / "runtime"))
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -92,7 +105,9 @@ class LabServer:
                 self.api("GET", "/api/status", timeout=2)
                 return
             if time.monotonic() > deadline:
-                raise TimeoutError(f"JupyterLab did not answer within {timeout:.0f} s.\n{self.log_tail()}")
+                raise TimeoutError(
+                    f"JupyterLab did not answer within {timeout:.0f} s.\n{self.log_tail()}"
+                )
             time.sleep(0.5)
         raise RuntimeError(
             f"`make lab` exited ({self.process.returncode}) before JupyterLab answered.\n{self.log_tail()}"
@@ -107,7 +122,9 @@ class LabServer:
     def writes(self) -> list[str]:
         """The lines of the server's log where it wrote a file under its root (it logs each)."""
         markers = ("Saving file at", "Uploading file to", "Creating new", "Copying ")
-        return [line for line in self.log().splitlines() if any(marker in line for marker in markers)]
+        return [
+            line for line in self.log().splitlines() if any(marker in line for marker in markers)
+        ]
 
     def api(self, method: str, path: str, body: Any = None, timeout: float = 10) -> Any:
         request = urllib.request.Request(
@@ -154,7 +171,9 @@ class View:
     name: str  # "first-screen", "plot", "exercises"
     screenshot: Path
     text_px: dict[str, float]  # the visible texts (up to 40 characters) -> font size, CSS px
-    images: list[dict]  # visible output images: natural (PNG) and shown width and height, room (width), px
+    images: list[
+        dict
+    ]  # visible output images: natural (PNG) and shown width and height, room (width), px
     toasts: list[str]  # notifications over the page
 
 
@@ -255,7 +274,12 @@ def _last_line(text: str) -> str:
 
 
 def run_notebook(
-    server: LabServer, browser: Any, path: str, screenshot: Path, timeout: float, run_cells: bool = True
+    server: LabServer,
+    browser: Any,
+    path: str,
+    screenshot: Path,
+    timeout: float,
+    run_cells: bool = True,
 ) -> NotebookRun:
     """Open ``path`` (relative to the server's root), run all cells, read the result, screenshot it.
 
@@ -275,7 +299,9 @@ def run_notebook(
         return max(1000.0, (deadline - time.monotonic()) * 1000)
 
     try:
-        workspace = "browser-test-" + secrets.token_hex(4)  # a fresh workspace reopens no earlier tab
+        workspace = "browser-test-" + secrets.token_hex(
+            4
+        )  # a fresh workspace reopens no earlier tab
         url = f"{server.base_url}/lab/workspaces/{workspace}/tree/{urllib.parse.quote(path)}"
         page.goto(f"{url}?token={server.token}", wait_until="domcontentloaded", timeout=left_ms())
         page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell", timeout=left_ms())
@@ -291,13 +317,17 @@ def run_notebook(
             prompts = [c["prompt"] for c in state["cells"] if c["code"]]
             running = any("*" in p for p in prompts)
             seen_running |= running
-            counted = any(p.strip("[]: ").isdigit() for p in prompts)  # ran, even if it stopped at an error
+            counted = any(
+                p.strip("[]: ").isdigit() for p in prompts
+            )  # ran, even if it stopped at an error
             quiet = not running and state["status"] == "idle" and (seen_running or counted)
             quiet_polls = quiet_polls + 1 if quiet else 0
             time.sleep(0.5)
         run.finished = quiet_polls >= 3
         run.seconds = time.monotonic() - start
-        for _ in range(20):  # widgets render after their output arrives, the minimap after the page: a moment
+        for _ in range(
+            20
+        ):  # widgets render after their output arrives, the minimap after the page: a moment
             state = page.evaluate(_READ_CELLS)
             loading = any(o["text"] == LOADING_WIDGET for c in state["cells"] for o in c["outputs"])
             if not loading and (len(state["minimap"]) == len(state["cells"]) or not run_cells):
@@ -307,7 +337,9 @@ def run_notebook(
         run.views = _look(page, screenshot)
         if "error" in state["minimap"]:
             first = state["minimap"].index("error")
-            page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").nth(first).scroll_into_view_if_needed()
+            page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").nth(
+                first
+            ).scroll_into_view_if_needed()
         page.screenshot(path=str(screenshot))
         run.screenshot = screenshot
     finally:
@@ -360,14 +392,23 @@ def _read_result(run: NotebookRun, state: dict, ran: bool = True) -> None:
             if text.startswith(("Error displaying widget", "Javascript Error")):
                 run.errors.append(f"cell {index}: {text[:300]}")
             elif text == LOADING_WIDGET:
-                run.errors.append(f"cell {index}: a widget was never displayed ({LOADING_WIDGET!r})")
-        if ran and cell["code"] and cell["source"].strip() and not cell["prompt"].strip("[]: ").isdigit():
+                run.errors.append(
+                    f"cell {index}: a widget was never displayed ({LOADING_WIDGET!r})"
+                )
+        if (
+            ran
+            and cell["code"]
+            and cell["source"].strip()
+            and not cell["prompt"].strip("[]: ").isdigit()
+        ):
             run.not_run.append(index)
 
 
 def write_notebook(path: Path, sources: list[str]) -> None:
     """A notebook of code cells, each tagged ``nbval-skip`` (should a crashed run leave it in notebooks/)."""
-    cells = [nbformat.v4.new_code_cell(source, metadata={"tags": ["nbval-skip"]}) for source in sources]
+    cells = [
+        nbformat.v4.new_code_cell(source, metadata={"tags": ["nbval-skip"]}) for source in sources
+    ]
     kernelspec = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": kernelspec}), path)

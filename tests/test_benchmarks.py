@@ -76,8 +76,21 @@ def test_gpu_check_keeps_the_text_and_drops_progress_bars():
 
 
 def test_large_batch_records_every_epoch_of_every_run(tmp_path):
-    sizes = ["--epochs", "2", "--train-size", "512", "--test-size", "200", "--seeds", "0,1", "--quick"]
-    assert large_batch.main(["--configs", "recipe@128,adamplain@256", *sizes, "--out", str(tmp_path)]) == 0
+    sizes = [
+        "--epochs",
+        "2",
+        "--train-size",
+        "512",
+        "--test-size",
+        "200",
+        "--seeds",
+        "0,1",
+        "--quick",
+    ]
+    assert (
+        large_batch.main(["--configs", "recipe@128,adamplain@256", *sizes, "--out", str(tmp_path)])
+        == 0
+    )
     (path,) = tmp_path.glob("large-batch-cpu-*-quick.json")
     runs = json.loads(path.read_text())["runs"]
     assert [(r["config"], r["seed"]) for r in runs] == [
@@ -88,13 +101,20 @@ def test_large_batch_records_every_epoch_of_every_run(tmp_path):
         large_batch.main(["--configs", "sideways@64"])
 
 
-def test_calibrate_data_and_time_notebooks_parse_their_options_and_the_times_add_up(capsys, tmp_path):
+def test_calibrate_data_and_time_notebooks_parse_their_options_and_the_times_add_up(
+    capsys, tmp_path
+):
     for script in (calibrate_data, time_notebooks):
         with pytest.raises(SystemExit) as stopped:
             script.main(["--help"])
         assert stopped.value.code == 0 and "--quick" in capsys.readouterr().out
-    time_notebooks.record_times({"00_devices_and_tensors": 9.0, "01_cuda_method": 9.0}, tmp_path, quick=True)
+    time_notebooks.record_times(
+        {"00_devices_and_tensors": 9.0, "01_cuda_method": 9.0}, tmp_path, quick=True
+    )
     path = time_notebooks.record_times({"01_cuda_method": 5.0}, tmp_path, quick=True)
-    assert json.loads(path.read_text())["seconds"] == {"00_devices_and_tensors": 9.0, "01_cuda_method": 5.0}
+    assert json.loads(path.read_text())["seconds"] == {
+        "00_devices_and_tensors": 9.0,
+        "01_cuda_method": 5.0,
+    }
     with pytest.raises(SystemExit, match="no such notebook: 99_nothing"):
         time_notebooks.main(["99_nothing", "--out", str(tmp_path)])

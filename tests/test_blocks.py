@@ -13,7 +13,9 @@ import update_blocks  # noqa: E402
 
 def test_every_generated_block_is_what_the_results_make_and_every_notebook_was_timed():
     stale, errors = update_blocks.update(ROOT, check=True)
-    assert not errors and not stale, f"{errors}; stale: {stale}; run python scripts/update_blocks.py"
+    assert not errors and not stale, (
+        f"{errors}; stale: {stale}; run python scripts/update_blocks.py"
+    )
     timed = {
         name
         for p in ROOT.glob("results/notebook-times-*.json")
@@ -25,22 +27,36 @@ def test_every_generated_block_is_what_the_results_make_and_every_notebook_was_t
 
 def _times(root: Path, seconds: float) -> None:
     machine = {"kind": "cpu-2-cores", "gpus": []}
-    record = {"machine": machine, "date": "2030-01-01", "quick": False, "seconds": {"00_devices": seconds}}
+    record = {
+        "machine": machine,
+        "date": "2030-01-01",
+        "quick": False,
+        "seconds": {"00_devices": seconds},
+    }
     (root / "results").mkdir(exist_ok=True)
     (root / "results" / "notebook-times-cpu-2-cores.json").write_text(json.dumps(record))
 
 
-def test_a_stale_block_is_named_then_rewritten_and_the_text_around_it_kept(tmp_path, monkeypatch, capsys):
+def test_a_stale_block_is_named_then_rewritten_and_the_text_around_it_kept(
+    tmp_path, monkeypatch, capsys
+):
     _times(tmp_path, 3.0)
     start, end = update_blocks.markers("notebook-times")
     (tmp_path / "README.md").write_text(f"before\n{start}\nold table\n{end}\nafter\n")
-    monkeypatch.setattr(update_blocks, "BLOCKS", {"notebook-times": update_blocks.BLOCKS["notebook-times"]})
+    monkeypatch.setattr(
+        update_blocks, "BLOCKS", {"notebook-times": update_blocks.BLOCKS["notebook-times"]}
+    )
     monkeypatch.setattr(update_blocks, "ROOT", tmp_path)
-    assert update_blocks.main(["--check"]) == 1 and "notebook-times in README.md" in capsys.readouterr().err
+    assert (
+        update_blocks.main(["--check"]) == 1
+        and "notebook-times in README.md" in capsys.readouterr().err
+    )
     assert "old table" in (tmp_path / "README.md").read_text()  # --check changes nothing
     assert update_blocks.main([]) == 0 and update_blocks.main(["--check"]) == 0
     text = (tmp_path / "README.md").read_text()
-    assert text.startswith(f"before\n{start}\n| notebook |") and text.endswith(f"| 3 s |\n{end}\nafter\n")
+    assert text.startswith(f"before\n{start}\n| notebook |") and text.endswith(
+        f"| 3 s |\n{end}\nafter\n"
+    )
     _times(tmp_path, 4.0)  # a new measurement makes the block stale again
     assert update_blocks.update(tmp_path, check=True)[0] == ["notebook-times in README.md"]
 
@@ -59,4 +75,8 @@ def test_a_missing_file_or_marker_is_named(tmp_path, readme, words):
         (tmp_path / "README.md").write_text(readme)
     errors = update_blocks.update(tmp_path, check=False)[1]
     assert any(error.startswith("notebook-times: ") and words in error for error in errors), errors
-    assert (tmp_path / "README.md").read_text() == readme if readme else not (tmp_path / "README.md").exists()
+    assert (
+        (tmp_path / "README.md").read_text() == readme
+        if readme
+        else not (tmp_path / "README.md").exists()
+    )

@@ -29,7 +29,9 @@ from labdriver import ROOT, VIEWPORT, LabServer, find_chromium, run_notebook, wr
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 RUN_HERE = {"00_devices_and_tensors.ipynb", "01_cuda_method.ipynb", "06_performance.ipynb"}
 OUTPUT = ROOT / "test-output" / "browser"
-SCRATCH = ROOT / "notebooks" / "test-output"  # under the server's root, git-ignored; removed after use
+SCRATCH = (
+    ROOT / "notebooks" / "test-output"
+)  # under the server's root, git-ignored; removed after use
 STARTUP_TIMEOUT = 240.0  # `make lab` reinstalls the pins first when requirements.txt changed
 # At VIEWPORT, the notebook's own text: JupyterLab shows code at 13 px, markdown at 14.
 MIN_TEXT_PX = 13.0
@@ -42,7 +44,9 @@ def _seconds(name: str, default: float) -> float:
     except ValueError:
         seconds = -1.0
     if seconds <= 0:
-        raise ValueError(f"{name}={value!r} is not a number of seconds above 0: set e.g. 600, or unset it.")
+        raise ValueError(
+            f"{name}={value!r} is not a number of seconds above 0: set e.g. 600, or unset it."
+        )
     return seconds
 
 
@@ -53,13 +57,17 @@ TOTAL = _seconds("COURSE_BROWSER_TOTAL_TIMEOUT", 1500.0)
 def _budget(deadline: float, limit: float) -> float:
     left = deadline - time.monotonic()
     if left < 5:
-        pytest.fail(f"the browser tests' limit, COURSE_BROWSER_TOTAL_TIMEOUT={TOTAL:.0f} s, is used up")
+        pytest.fail(
+            f"the browser tests' limit, COURSE_BROWSER_TOTAL_TIMEOUT={TOTAL:.0f} s, is used up"
+        )
     return min(limit, left)
 
 
 def _has_outputs(path) -> bool:
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    return any(c.get("outputs") or c.get("execution_count") for c in cells if c["cell_type"] == "code")
+    return any(
+        c.get("outputs") or c.get("execution_count") for c in cells if c["cell_type"] == "code"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -71,11 +79,22 @@ def chromium():
         problems.append("Playwright is not installed here (`make setup` installs the pinned one)")
     executable = find_chromium()
     if executable is None:
-        problems.append("Chromium was not found: `sudo apt-get install chromium`, or set COURSE_CHROMIUM")
+        problems.append(
+            "Chromium was not found: `sudo apt-get install chromium`, or set COURSE_CHROMIUM"
+        )
     if problems:
-        if os.environ.get("COURSE_REQUIRE_BROWSER", "").strip().lower() in {"1", "true", "yes", "on"}:
-            pytest.fail(f"COURSE_REQUIRE_BROWSER=1, so the browser tests must run: {'; '.join(problems)}.")
-        pytest.skip(f"browser tests skipped: {'; '.join(problems)}. CI installs Chromium and runs them.")
+        if os.environ.get("COURSE_REQUIRE_BROWSER", "").strip().lower() in {
+            "1",
+            "true",
+            "yes",
+            "on",
+        }:
+            pytest.fail(
+                f"COURSE_REQUIRE_BROWSER=1, so the browser tests must run: {'; '.join(problems)}."
+            )
+        pytest.skip(
+            f"browser tests skipped: {'; '.join(problems)}. CI installs Chromium and runs them."
+        )
     return executable
 
 
@@ -88,7 +107,10 @@ def deadline(chromium):
 def summary(chromium, request):
     """Writes a line to summary.txt (summary-second-half.txt for the other file) and prints it."""
     OUTPUT.mkdir(parents=True, exist_ok=True)
-    path = OUTPUT / f"summary{request.module.__name__.removeprefix('test_browser').replace('_', '-')}.txt"
+    path = (
+        OUTPUT
+        / f"summary{request.module.__name__.removeprefix('test_browser').replace('_', '-')}.txt"
+    )
     path.write_text("")
 
     def write(line: str) -> None:
@@ -102,7 +124,9 @@ def summary(chromium, request):
 
 @pytest.fixture(scope="module")
 def lab(chromium, deadline, summary, tmp_path_factory):
-    fonts = tmp_path_factory.mktemp("figure-fonts")  # where the kernels record their figures' text sizes
+    fonts = tmp_path_factory.mktemp(
+        "figure-fonts"
+    )  # where the kernels record their figures' text sizes
     server = LabServer(
         tmp_path_factory.mktemp("lab"), OUTPUT / f"lab{summary.part}.log", env=kernel_env(fonts)
     )
@@ -110,14 +134,24 @@ def lab(chromium, deadline, summary, tmp_path_factory):
     started = time.monotonic()
     try:
         server.start(timeout=_budget(deadline, STARTUP_TIMEOUT))
-        summary(f"`make lab` answered on port {server.port} after {time.monotonic() - started:.1f} s")
+        summary(
+            f"`make lab` answered on port {server.port} after {time.monotonic() - started:.1f} s"
+        )
         docmanager = server.api("GET", "/lab/api/settings/@jupyterlab/docmanager-extension:plugin")
-        assert docmanager["settings"]["autosave"] is False, f"autosave is on: {docmanager['settings']}"
+        assert docmanager["settings"]["autosave"] is False, (
+            f"autosave is on: {docmanager['settings']}"
+        )
         served = {item["name"] for item in server.api("GET", "/api/contents")["content"]}
-        assert {p.name for p in NOTEBOOKS if p.exists()} <= served, f"`make lab` serves {sorted(served)}"
+        assert {p.name for p in NOTEBOOKS if p.exists()} <= served, (
+            f"`make lab` serves {sorted(served)}"
+        )
         # `make lab`'s own settings (jupyter/), not the test's: no prompt about Jupyter news.
-        notification = server.api("GET", "/lab/api/settings/@jupyterlab/apputils-extension:notification")
-        assert notification["schema"]["properties"]["fetchNews"]["default"] == "false", notification["schema"]
+        notification = server.api(
+            "GET", "/lab/api/settings/@jupyterlab/apputils-extension:notification"
+        )
+        assert notification["schema"]["properties"]["fetchNews"]["default"] == "false", (
+            notification["schema"]
+        )
         assert "fetchNews" not in notification["settings"]
         yield server
     finally:
@@ -131,7 +165,9 @@ def browser(chromium, summary):
 
     with sync_playwright() as playwright:
         # never a browser Playwright downloads; containers often have a tiny /dev/shm
-        instance = playwright.chromium.launch(executable_path=chromium, args=["--disable-dev-shm-usage"])
+        instance = playwright.chromium.launch(
+            executable_path=chromium, args=["--disable-dev-shm-usage"]
+        )
         summary(f"Chromium {instance.version} ({chromium}), driven by Playwright")
         yield instance  # closed with Playwright
 
@@ -162,7 +198,9 @@ def test_the_checks_fail_on_errors_and_on_cells_never_run(lab, browser, deadline
         # a save through the server is what the notebooks' check would see
         content = lab.api("GET", f"/api/contents/{relative}")["content"]
         lab.api(
-            "PUT", f"/api/contents/{relative}", {"type": "notebook", "format": "json", "content": content}
+            "PUT",
+            f"/api/contents/{relative}",
+            {"type": "notebook", "format": "json", "content": content},
         )
         assert [line for line in lab.writes() if path.name in line]
     finally:
@@ -205,32 +243,49 @@ def check_notebook_in_jupyterlab(notebook, lab, browser, deadline, summary):
     had_outputs = _has_outputs(notebook)
     png = OUTPUT / f"{notebook.stem}.png"
     ran = notebook.name in RUN_HERE
-    run = run_notebook(lab, browser, notebook.name, png, _budget(deadline, PER_NOTEBOOK), run_cells=ran)
+    run = run_notebook(
+        lab, browser, notebook.name, png, _budget(deadline, PER_NOTEBOOK), run_cells=ran
+    )
     figures = read(lab.fonts, notebook.name)
     notes = f"; stderr (not errors): {run.stderr}" if run.stderr else ""
     notes += f"; page errors: {run.page_errors}" if run.page_errors else ""
     for view in run.views:
         smallest = min(((px, text) for text, px in view.text_px.items()), default=None)
         figure = min(_figure_px(view, figures), default=None)
-        notes += f"; {view.name}: smallest text {smallest[0]:g} px ({smallest[1]!r})" if smallest else ""
+        notes += (
+            f"; {view.name}: smallest text {smallest[0]:g} px ({smallest[1]!r})" if smallest else ""
+        )
         notes += f", figure text {figure[0]:.1f} px ({figure[1]})" if figure else ""
     for view in run.views:
         notes += "".join(
-            f"; image {i['natural'][0]} px shown at {i['shown'][0]} in {i['room']:g}" for i in view.images
+            f"; image {i['natural'][0]} px shown at {i['shown'][0]} in {i['room']:g}"
+            for i in view.images
         )
     summary(
         f"{notebook.name}: {'run' if ran else 'opened, not run'}, {run.seconds:.1f} s, {run.code_cells} code "
         f"cells, {len(figures)} figures, problems: {run.problems()}" + notes
     )
-    assert not run.problems(), f"{notebook.name} in JupyterLab: {'; '.join(run.problems())} (see {png})"
-    assert not [line for line in lab.writes() if notebook.name in line], f"the server saved {notebook.name}"
-    assert had_outputs or not _has_outputs(notebook), f"the browser run saved outputs into {notebook.name}"
-    assert not run.stderr, f"{notebook.name} prints on stderr, which reads as a failure: {run.stderr}"
+    assert not run.problems(), (
+        f"{notebook.name} in JupyterLab: {'; '.join(run.problems())} (see {png})"
+    )
+    assert not [line for line in lab.writes() if notebook.name in line], (
+        f"the server saved {notebook.name}"
+    )
+    assert had_outputs or not _has_outputs(notebook), (
+        f"the browser run saved outputs into {notebook.name}"
+    )
+    assert not run.stderr, (
+        f"{notebook.name} prints on stderr, which reads as a failure: {run.stderr}"
+    )
     names = [view.name for view in run.views]
-    assert names[0] == "first-screen" and names[-1] == "exercises" and run.screenshot.stat().st_size, names
+    assert (
+        names[0] == "first-screen" and names[-1] == "exercises" and run.screenshot.stat().st_size
+    ), names
     for view in run.views:
         assert view.screenshot.stat().st_size > 0
-        assert not view.toasts, f"{notebook.name}: a notification covers the {view.name}: {view.toasts}"
+        assert not view.toasts, (
+            f"{notebook.name}: a notification covers the {view.name}: {view.toasts}"
+        )
         small = {text: px for text, px in view.text_px.items() if px < MIN_TEXT_PX}
         assert not small, f"{notebook.name}, {view.name}: text under {MIN_TEXT_PX:g} px: {small}"
         for px, what in _figure_px(view, figures):
@@ -244,7 +299,9 @@ def check_notebook_in_jupyterlab(notebook, lab, browser, deadline, summary):
                 f"{notebook.name}: an image {natural} px wide is shown {shown} px wide in {room:g} px; "
                 f"figure_fonts.OUTPUT_WIDTH_PX is {OUTPUT_WIDTH_PX:g}: set it to what JupyterLab gives now"
             )
-    assert not too_small(figures), f"{notebook.name}: text under {MIN_POINTS:g} pt: {too_small(figures)}"
+    assert not too_small(figures), (
+        f"{notebook.name}: text under {MIN_POINTS:g} pt: {too_small(figures)}"
+    )
     # The lessons' checkpoints/ and runs/ stay on disk but out of the file browser (jupyter/).
     served = {item["name"] for item in lab.api("GET", "/api/contents")["content"]}
     assert not {"checkpoints", "runs"} & served, f"the file browser lists {sorted(served)}"

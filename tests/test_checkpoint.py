@@ -40,9 +40,14 @@ def test_resume_equals_an_uninterrupted_run_exactly(tmp_path):
     _train(interrupted, optimizer, epochs=2)
     save_checkpoint(tmp_path / "c.pt", interrupted, optimizer, epoch=2, note="half way")
     random.seed(7)
-    torch.manual_seed(12345)  # the session is lost: everything is rebuilt, the random state is elsewhere
+    torch.manual_seed(
+        12345
+    )  # the session is lost: everything is rebuilt, the random state is elsewhere
     resumed, resumed_optimizer = _fresh(99)
-    assert load_checkpoint(tmp_path / "c.pt", resumed, resumed_optimizer) == (2, {"note": "half way"})
+    assert load_checkpoint(tmp_path / "c.pt", resumed, resumed_optimizer) == (
+        2,
+        {"note": "half way"},
+    )
     _train(resumed, resumed_optimizer, epochs=2)
     for name, tensor in straight.state_dict().items():
         assert torch.equal(tensor, resumed.state_dict()[name]), name
@@ -61,7 +66,9 @@ def test_restore_rng_false_leaves_the_random_state(tmp_path):
 def test_a_gpu_checkpoint_loads_on_the_models_device():
     """The fixture's storages are tagged cuda:0 (written so on a CPU: see make_gpu_checkpoint.py)."""
     with zipfile.ZipFile(FIXTURE) as archive:
-        assert b"cuda:0" in archive.read(next(n for n in archive.namelist() if n.endswith("data.pkl")))
+        assert b"cuda:0" in archive.read(
+            next(n for n in archive.namelist() if n.endswith("data.pkl"))
+        )
     model = SimpleModel()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     epoch, extra = load_checkpoint(FIXTURE, model, optimizer)
@@ -78,7 +85,9 @@ def test_a_cpu_checkpoint_loads_onto_a_gpu_model(tmp_path):
     assert model.fc.weight.is_cuda
 
 
-@pytest.mark.parametrize(("wrap", "prefix"), [(nn.DataParallel, "module."), (torch.compile, "_orig_mod.")])
+@pytest.mark.parametrize(
+    ("wrap", "prefix"), [(nn.DataParallel, "module."), (torch.compile, "_orig_mod.")]
+)
 def test_wrapped_models_are_saved_plain_and_load_either_way(tmp_path, wrap, prefix):
     wrapped = wrap(SimpleModel().to("cuda:0" if torch.cuda.device_count() == 1 else "cpu"))
     save_checkpoint(tmp_path / "dp.pt", wrapped, None, epoch=1)
@@ -166,8 +175,14 @@ def test_a_symbolic_link_is_followed_not_replaced(tmp_path):
 
 @pytest.mark.parametrize(
     ("arguments", "error", "words"),
-    [({"epoch": 2.5}, TypeError, "epoch is the number of epochs done"), ({"epoch": "3"}, TypeError, "epoch")]
-    + [({"epoch": -1}, ValueError, "0 or more"), ({"path": ""}, ValueError, "path must be a file path")]
+    [
+        ({"epoch": 2.5}, TypeError, "epoch is the number of epochs done"),
+        ({"epoch": "3"}, TypeError, "epoch"),
+    ]
+    + [
+        ({"epoch": -1}, ValueError, "0 or more"),
+        ({"path": ""}, ValueError, "path must be a file path"),
+    ]
     + [({"model": SimpleModel}, TypeError, "model must be an nn.Module")]
     + [({"optimizer": "sgd"}, TypeError, "optimizer must be a torch.optim optimizer or None")]
     + [({"path": 3}, TypeError, "path must be a file path")]
@@ -181,7 +196,9 @@ def test_save_checkpoint_names_a_wrong_argument(tmp_path, monkeypatch, arguments
     Path("folder").mkdir()
     Path("notes.txt").write_text("notes")
     with pytest.raises(error, match=words):
-        save_checkpoint(**{"path": "c.pt", "model": SimpleModel(), "optimizer": None, "epoch": 1} | arguments)
+        save_checkpoint(
+            **{"path": "c.pt", "model": SimpleModel(), "optimizer": None, "epoch": 1} | arguments
+        )
     assert Path("notes.txt").read_text() == "notes" and not Path("c.pt").exists()
 
 
@@ -227,11 +244,21 @@ def test_a_checkpoint_of_another_model_names_the_layers_that_differ(tmp_path):
     [
         (None, lambda m: torch.optim.SGD(m.parameters(), lr=0.1), "holds no optimizer state"),
         ("sgd", lambda m: torch.optim.Adam(m.parameters()), "state of a SGD .* than this Adam"),
-        ("sgd", lambda m: torch.optim.SGD(SimpleModel().parameters(), lr=0.1), "none of the model's param"),
-        ("sgd", lambda m: torch.optim.SGD([m.fc.weight], lr=0.1), "of other parameters than this SGD"),
+        (
+            "sgd",
+            lambda m: torch.optim.SGD(SimpleModel().parameters(), lr=0.1),
+            "none of the model's param",
+        ),
+        (
+            "sgd",
+            lambda m: torch.optim.SGD([m.fc.weight], lr=0.1),
+            "of other parameters than this SGD",
+        ),
     ],
 )
-def test_an_optimizer_that_does_not_fit_is_refused_before_anything_changes(tmp_path, saved, given, words):
+def test_an_optimizer_that_does_not_fit_is_refused_before_anything_changes(
+    tmp_path, saved, given, words
+):
     model = SimpleModel()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1) if saved else None
     save_checkpoint(tmp_path / "c.pt", model, optimizer, epoch=1)

@@ -39,7 +39,10 @@ def test_expect_fails_when_nothing_is_raised():
 
 
 def test_expect_fails_on_another_error_type():
-    with pytest.raises(AssertionError, match="expected ValueError, got KeyError"), expect(ValueError):
+    with (
+        pytest.raises(AssertionError, match="expected ValueError, got KeyError"),
+        expect(ValueError),
+    ):
         raise KeyError("x")
 
 
@@ -55,7 +58,11 @@ def test_expect_refuses_a_non_exception():
 
 def test_fail_and_correct(capsys):
     with pytest.raises(CheckFailed, match="still on cpu: call model.to") as caught:
-        fail("the model's parameters are still on cpu", "call model.to(device)", ["in f, line 2: model"])
+        fail(
+            "the model's parameters are still on cpu",
+            "call model.to(device)",
+            ["in f, line 2: model"],
+        )
     error = caught.value
     assert error.sentence == "the model's parameters are still on cpu: call model.to(device)."
     assert str(error) == error.sentence + "\nin f, line 2: model"

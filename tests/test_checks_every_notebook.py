@@ -32,7 +32,9 @@ def _exercises():
         module = importlib.import_module(f"helpers.checks.{module_name}")
         for name in module.__all__:
             if name.startswith("check_"):
-                yield pytest.param(module_name, name.removeprefix("check_"), id=f"{module_name}.{name}")
+                yield pytest.param(
+                    module_name, name.removeprefix("check_"), id=f"{module_name}.{name}"
+                )
 
 
 EXERCISES = list(_exercises())
@@ -50,7 +52,9 @@ def _notebook(module_name):
 
 def test_every_notebook_has_two_to_four_exercises():
     notebooks = sorted(path.name[:2] for path in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    assert [name.removeprefix("nb") for name in CHECK_MODULES] == notebooks, "a notebook lacks its checks"
+    assert [name.removeprefix("nb") for name in CHECK_MODULES] == notebooks, (
+        "a notebook lacks its checks"
+    )
     for module_name in CHECK_MODULES:
         count = sum(1 for param in EXERCISES if param.values[0] == module_name)
         assert 2 <= count <= 4, f"helpers.checks.{module_name} has {count} exercises"
@@ -134,7 +138,10 @@ ODD_ANSWERS = {
     "scalar tensor": lambda *a, **k: torch.tensor(1.0),
     "empty tensor": lambda *a, **k: torch.zeros(0),
     "meta tensor": lambda *a, **k: torch.zeros(3, device="meta"),
-    "pair of meta tensors": lambda *a, **k: (torch.zeros(2, device="meta"), torch.zeros(2, device="meta")),
+    "pair of meta tensors": lambda *a, **k: (
+        torch.zeros(2, device="meta"),
+        torch.zeros(2, device="meta"),
+    ),
     "array": lambda *a, **k: np.zeros(3),
     "its arguments": lambda *a, **k: a,
     "its first argument": lambda *a, **k: a[0] if a else None,
@@ -176,16 +183,28 @@ def test_every_exercise_has_its_layout_in_the_notebook():
         exercises = [e for m, e in (p.values for p in EXERCISES) if m == module_name]
         for exercise in exercises:
             stubs = [i for i, source in enumerate(sources) if source.startswith(f"def {exercise}(")]
-            assert len(stubs) == 1, f"{name} should have one cell that starts with `def {exercise}(`"
+            assert len(stubs) == 1, (
+                f"{name} should have one cell that starts with `def {exercise}(`"
+            )
             (i,) = stubs
             assert "\ndef " not in sources[i] and "check_" not in sources[i], (
                 f"{name}: {exercise} shares a cell"
             )
-            assert sources[i + 1] == f"check_{exercise}({exercise});", f"{name}: the cell after {exercise}"
-            assert f"check_{exercise}" in sources[start + 1], f"{name} does not import check_{exercise}"
-            assert cells[i - 1]["cell_type"] == "markdown", f"{name}: {exercise} has no text before it"
-        stubs = sorted(next(i for i, s in enumerate(sources) if s.startswith(f"def {e}(")) for e in exercises)
-        assert stubs == [start + 3 * n for n in range(1, len(stubs) + 1)], f"{name}: exercises out of layout"
+            assert sources[i + 1] == f"check_{exercise}({exercise});", (
+                f"{name}: the cell after {exercise}"
+            )
+            assert f"check_{exercise}" in sources[start + 1], (
+                f"{name} does not import check_{exercise}"
+            )
+            assert cells[i - 1]["cell_type"] == "markdown", (
+                f"{name}: {exercise} has no text before it"
+            )
+        stubs = sorted(
+            next(i for i, s in enumerate(sources) if s.startswith(f"def {e}(")) for e in exercises
+        )
+        assert stubs == [start + 3 * n for n in range(1, len(stubs) + 1)], (
+            f"{name}: exercises out of layout"
+        )
 
 
 def test_a_wrong_answer_in_a_notebook_shows_one_sentence_and_fails_the_cell(tmp_path):
@@ -199,7 +218,9 @@ def test_a_wrong_answer_in_a_notebook_shows_one_sentence_and_fails_the_cell(tmp_
         nbformat.v4.new_code_cell("check_move_all(move_all);"),
         nbformat.v4.new_code_cell("print('the notebook goes on')"),
     ]
-    client = nbclient.NotebookClient(notebook, allow_errors=True, timeout=120, kernel_name="python3")
+    client = nbclient.NotebookClient(
+        notebook, allow_errors=True, timeout=120, kernel_name="python3"
+    )
     client.execute(cwd=str(tmp_path))
     (error,) = notebook.cells[2].outputs
     assert error["output_type"] == "error" and error["ename"] == "CheckFailed"
@@ -231,5 +252,7 @@ def test_the_ipython_handler_leaves_other_handlers_alone():
         show_failures_briefly()
     finally:
         IPython.get_ipython = original
-    stb = _brief_traceback(shell, CheckFailed, CheckFailed("a mistake", "a fix", ["line 1 of f: x"]), None)
+    stb = _brief_traceback(
+        shell, CheckFailed, CheckFailed("a mistake", "a fix", ["line 1 of f: x"]), None
+    )
     assert shell.shown == stb and "a mistake: a fix." in stb[0] and "line 1 of f: x" in stb[1]

@@ -47,7 +47,11 @@ def test_a_stub_is_a_function_that_does_nothing(function, stub):
 @pytest.mark.parametrize(
     ("value", "words"),
     [(None, "None"), ([1, 2], "a list of 2 items"), (torch.zeros(2, 3), "shape (2, 3) on cpu")]
-    + [(nn.Linear(1, 1), "a Linear module"), (torch.zeros(1).cpu, "the method cpu itself"), (2.5, "float")],
+    + [
+        (nn.Linear(1, 1), "a Linear module"),
+        (torch.zeros(1).cpu, "the method cpu itself"),
+        (2.5, "float"),
+    ],
 )
 def test_describe_names_a_value_in_a_few_words(value, words):
     assert words in describe(value)
@@ -84,9 +88,17 @@ ON_CPU_AND_STAND_IN = [
     ("caught the refusal", lambda d: _caught(lambda: torch.ones(2).cuda()), "it caught the error"),
 ]
 ON_THE_STAND_IN = [
-    ("mixed devices", lambda d: torch.ones(2, device=d) + torch.ones(2), "mixed tensors on two devices"),
+    (
+        "mixed devices",
+        lambda d: torch.ones(2, device=d) + torch.ones(2),
+        "mixed tensors on two devices",
+    ),
     ("numpy on the device", lambda d: torch.ones(2, device=d).numpy(), "bring it to the CPU first"),
-    ("CPU generator", lambda d: torch.randperm(3, generator=torch.Generator(), device=d), "CPU generator"),
+    (
+        "CPU generator",
+        lambda d: torch.randperm(3, generator=torch.Generator(), device=d),
+        "CPU generator",
+    ),
     ("other error", lambda d: [][1], "raised IndexError"),
 ]
 
@@ -99,12 +111,18 @@ def _caught(action):
 
 
 @pytest.mark.parametrize(
-    ("function", "words"), [c[1:] for c in ON_CPU_AND_STAND_IN], ids=[c[0] for c in ON_CPU_AND_STAND_IN]
+    ("function", "words"),
+    [c[1:] for c in ON_CPU_AND_STAND_IN],
+    ids=[c[0] for c in ON_CPU_AND_STAND_IN],
 )
 @pytest.mark.parametrize("machine", [Machine.cpu(), Machine.stand_in()], ids=["cpu", "stand-in"])
 def test_cuda_is_refused_with_the_fix_named(machine, function, words):
     error = _run(machine, function, machine.device)
-    assert isinstance(error, LearnerError) and words in str(error) and "device it is given" in error.fix
+    assert (
+        isinstance(error, LearnerError)
+        and words in str(error)
+        and "device it is given" in error.fix
+    )
 
 
 @pytest.mark.parametrize(
@@ -135,8 +153,13 @@ def test_a_read_on_the_stand_in_is_not_blamed_on_the_learner(capsys):
 def test_a_copy_to_the_device_is_refused_where_the_task_wants_values_made_there():
     machine = Machine(torch.device("meta"), copies_refused=True)
     assert machine.run(lambda d: torch.zeros(2, device=d), machine.device).is_meta
-    for made_then_copied in (lambda d: torch.zeros(2).to(d), lambda d: torch.tensor([1.0], device=d)):
-        assert "make them on the device directly" in str(_run(machine, made_then_copied, machine.device))
+    for made_then_copied in (
+        lambda d: torch.zeros(2).to(d),
+        lambda d: torch.tensor([1.0], device=d),
+    ):
+        assert "make them on the device directly" in str(
+            _run(machine, made_then_copied, machine.device)
+        )
 
 
 ORIGINAL_IS_AVAILABLE = torch.cuda.is_available

@@ -18,10 +18,18 @@ NOISE = [
     ("empty().normal_()", lambda s, d: torch.empty(s, device=d).normal_(), None),
     ("device.type, float64", lambda s, d: torch.randn(s, device=d.type, dtype=torch.float64), None),
     ("left on the CPU", lambda s, d: torch.randn(s), "the tensor is on cpu, not on meta"),
-    ("made, then copied", lambda s, d: torch.randn(s).to(d), "made on cpu and then copied with .to()"),
+    (
+        "made, then copied",
+        lambda s, d: torch.randn(s).to(d),
+        "made on cpu and then copied with .to()",
+    ),
     ("from NumPy data", lambda s, d: torch.tensor(np.random.randn(*s), device=d), "made from data"),
     ("uniform", lambda s, d: torch.rand(s, device=d), "uniform in [0, 1)"),
-    ("shape ignored", lambda s, d: torch.randn(2, 3, device=d), "noise((20000,), device) gave a tensor"),
+    (
+        "shape ignored",
+        lambda s, d: torch.randn(2, 3, device=d),
+        "noise((20000,), device) gave a tensor",
+    ),
     ("NumPy", lambda s, d: np.random.randn(*s), "a NumPy array (float64)"),
     ("the function", lambda s, d: torch.randn, "noise returned the function randn"),
     ("integers", lambda s, d: torch.randint(0, 9, s, device=d), "holds int64"),
@@ -31,7 +39,11 @@ NOISE = [
     ("printed", lambda s, d: print(torch.randn(s, device=d)), "noise returned None"),
     ("back to the CPU", lambda s, d: torch.randn(s, device=d).cpu(), "copies them off the device"),
     ("device positional", lambda s, d: torch.randn(s, d), "noise raised TypeError"),
-    ("CPU generator", lambda s, d: torch.randn(s, device=d, generator=torch.Generator()), "CPU generator"),
+    (
+        "CPU generator",
+        lambda s, d: torch.randn(s, device=d, generator=torch.Generator()),
+        "CPU generator",
+    ),
     ("never drawn", lambda s, d: torch.zeros(s, device=d), "mean 0.00, standard deviation 0.00"),
 ]
 
@@ -51,8 +63,16 @@ MOVE_ALL = [
     ("the copy not kept", _loop_variable, "the list holds the tensor given"),
     ("first only", lambda ts, d: [ts[0].to(d), *ts[1:]], "tensor 1 was not moved"),
     ("one dropped", lambda ts, d: [t.to(d) for t in ts[:2]], "a list of 2 items for 3 tensors"),
-    ("dtype", lambda ts, d: [t.to(d, torch.float64) for t in ts], "from float32 (3,) to float64 (3,)"),
-    ("stacked", lambda ts, d: torch.stack([t.float().sum() for t in ts]), "float32 tensor of shape (3,)"),
+    (
+        "dtype",
+        lambda ts, d: [t.to(d, torch.float64) for t in ts],
+        "from float32 (3,) to float64 (3,)",
+    ),
+    (
+        "stacked",
+        lambda ts, d: torch.stack([t.float().sum() for t in ts]),
+        "float32 tensor of shape (3,)",
+    ),
     ("cuda()", lambda ts, d: [t.cuda() for t in ts], "used the GPU itself (.cuda())"),
     ("printed", lambda ts, d: print([t.to(d) for t in ts]), "move_all returned None"),
     ("list.to", lambda ts, d: ts.to(d), "called .to() on a list"),
@@ -61,7 +81,11 @@ MOVE_ALL = [
     ("zeros", lambda ts, d: [torch.zeros_like(t, device=d) for t in ts], "other numbers"),
     ("a generator", lambda ts, d: (t.to(d) for t in ts), "returned a generator"),
     ("back to the CPU", lambda ts, d: [t.to(d).cpu() for t in ts], "copies them off the device"),
-    ("flattened", lambda ts, d: [t.to(d).view(-1) for t in ts], "from float32 (2, 2) to float32 (4,)"),
+    (
+        "flattened",
+        lambda ts, d: [t.to(d).view(-1) for t in ts],
+        "from float32 (2, 2) to float32 (4,)",
+    ),
 ]
 
 AS_FLOATS = [
@@ -71,7 +95,11 @@ AS_FLOATS = [
     ("to_numpy", lambda t: to_numpy(t).tolist(), None),
     ("item", lambda t: t.item(), "called .item() on a tensor of several numbers"),
     ("numpy with grad", lambda t: t.numpy().tolist(), ".numpy() on a tensor that requires grad"),
-    ("numpy on the CPU only", lambda t: t.detach().numpy().tolist(), ".numpy() on a tensor not on the CPU"),
+    (
+        "numpy on the CPU only",
+        lambda t: t.detach().numpy().tolist(),
+        ".numpy() on a tensor not on the CPU",
+    ),
     ("NumPy array", lambda t: t.detach().cpu().numpy(), "returned a NumPy array"),
     ("NumPy floats", lambda t: list(t.detach().numpy()), "holds float32, not only Python floats"),
     ("list(t)", lambda t: list(t), "one-element tensors"),
@@ -80,7 +108,11 @@ AS_FLOATS = [
     ("first only", lambda t: t.tolist()[0], "as_floats returned the float 0.24"),
     ("ints", lambda t: [round(v) for v in t.tolist()], "holds int"),
     ("a string", lambda t: str(t.tolist()), "returned the string"),
-    ("requires_grad_(False)", lambda t: t.requires_grad_(False).tolist(), "switch off requires_grad"),
+    (
+        "requires_grad_(False)",
+        lambda t: t.requires_grad_(False).tolist(),
+        "switch off requires_grad",
+    ),
     ("detach_()", lambda t: t.detach_().tolist(), "switched off requires_grad"),
     ("sorted", lambda t: sorted(t.tolist()), "not the tensor's"),
     ("cuda first", lambda t: t.cuda().tolist(), "used the GPU itself"),

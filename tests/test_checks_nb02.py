@@ -10,7 +10,9 @@ from helpers.checks.nb02 import check_accuracy, check_move_batch, check_weighted
 from helpers.devices import pick_device, to_device
 from solutions import nb02 as solution
 
-WRITTEN_IN = "used the GPU itself" if torch.cuda.is_available() else "meta"  # where pick_device() fails
+WRITTEN_IN = (
+    "used the GPU itself" if torch.cuda.is_available() else "meta"
+)  # where pick_device() fails
 
 MOVE_BATCH = [
     ("non_blocking, a tuple", lambda b, d: tuple(t.to(d, non_blocking=True) for t in b), None),
@@ -22,7 +24,11 @@ MOVE_BATCH = [
         "on meta (the check's stand-in for a GPU), the",
     ),
     ("a dict", lambda b, d: {"x": b[0].to(d)}, "returned a dict of 1 item"),
-    ("made float", lambda b, d: [t.to(d).float() for t in b], "targets changed on the way, to a float32"),
+    (
+        "made float",
+        lambda b, d: [t.to(d).float() for t in b],
+        "targets changed on the way, to a float32",
+    ),
     ("cuda written in", lambda b, d: [t.to("cuda") for t in b], "used the GPU itself ('cuda')"),
     ("cuda()", lambda b, d: [t.cuda() for t in b], "used the GPU itself (.cuda())"),
     ("pick_device", lambda b, d: [t.to(pick_device()) for t in b], WRITTEN_IN),
@@ -36,7 +42,9 @@ MOVE_BATCH = [
 ]
 
 
-def _accuracy(where=None, move=None, train=False, grad=False, predict=lambda out: out.argmax(1), result=None):
+def _accuracy(
+    where=None, move=None, train=False, grad=False, predict=lambda out: out.argmax(1), result=None
+):
     def accuracy(model, loader):
         device, right, seen = where or next(model.parameters()).device, 0, 0
         model.train(train)
@@ -99,7 +107,11 @@ WEIGHTED_LOSS = [
     ("with its weights", lambda d: (f := _weights()(d), f.weight), "returned a tuple of 2 items"),
 ]  # fmt: skip
 
-TABLES = {check_move_batch: MOVE_BATCH, check_accuracy: ACCURACY, check_weighted_loss: WEIGHTED_LOSS}
+TABLES = {
+    check_move_batch: MOVE_BATCH,
+    check_accuracy: ACCURACY,
+    check_weighted_loss: WEIGHTED_LOSS,
+}
 
 
 @pytest.mark.parametrize(("check", "answer", "fragment"), table_cases(TABLES))

@@ -10,7 +10,11 @@ import torch
 from exercise_answers import judge, table_cases
 from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present as consume_prefix
 
-from helpers.checks.nb04 import check_numpy_batch_to_device, check_plain_state_dict, check_visible_gpus_env
+from helpers.checks.nb04 import (
+    check_numpy_batch_to_device,
+    check_plain_state_dict,
+    check_visible_gpus_env,
+)
 from helpers.models import Tudui
 
 T = torch.from_numpy
@@ -22,21 +26,61 @@ def L(y):  # noqa: N802 - a short name keeps the rows on one line
 
 BATCH = [  # (name, answer, a fragment of the message; None for a right answer)
     ("torch.tensor", lambda x, y, d: (torch.tensor(x, device=d).float(), L(y).to(d)), None),
-    ("as_tensor", lambda x, y, d: (torch.as_tensor(x, dtype=torch.float32, device=d), L(y).to(d)), None),
-    ("to(device, dtype)", lambda x, y, d: (T(x).to(d, torch.float32), T(y).to(d, torch.int64)), None),
+    (
+        "as_tensor",
+        lambda x, y, d: (torch.as_tensor(x, dtype=torch.float32, device=d), L(y).to(d)),
+        None,
+    ),
+    (
+        "to(device, dtype)",
+        lambda x, y, d: (T(x).to(d, torch.float32), T(y).to(d, torch.int64)),
+        None,
+    ),
     ("torch.Tensor", lambda x, y, d: (torch.Tensor(x).to(d), T(y.astype(np.int64)).to(d)), None),
     ("NumPy as it is", lambda x, y, d: (x, y), "the inputs are still a NumPy array"),
     ("not moved", lambda x, y, d: (T(x).float(), L(y)), "the inputs are on cpu, not on meta"),
-    ("targets not moved", lambda x, y, d: (T(x).float().to(d), L(y)), "the targets are on cpu, not on meta"),
-    ("float64", lambda x, y, d: (T(x).to(d), L(y).to(d)), "the inputs are float64, but a model wants"),
-    ("int32", lambda x, y, d: (T(x).float().to(d), T(y).int().to(d)), "the targets are int32, but a loss"),
-    ("float labels", lambda x, y, d: (T(x).float().to(d), T(y).float().to(d)), "the targets are float32"),
+    (
+        "targets not moved",
+        lambda x, y, d: (T(x).float().to(d), L(y)),
+        "the targets are on cpu, not on meta",
+    ),
+    (
+        "float64",
+        lambda x, y, d: (T(x).to(d), L(y).to(d)),
+        "the inputs are float64, but a model wants",
+    ),
+    (
+        "int32",
+        lambda x, y, d: (T(x).float().to(d), T(y).int().to(d)),
+        "the targets are int32, but a loss",
+    ),
+    (
+        "float labels",
+        lambda x, y, d: (T(x).float().to(d), T(y).float().to(d)),
+        "the targets are float32",
+    ),
     ("swapped", lambda x, y, d: (L(y).to(d), T(x).float().to(d)), "the inputs are int64"),
-    ("transposed", lambda x, y, d: (T(x).T.float().to(d), L(y).to(d)), "have shape (6, 5), not (5, 6)"),
+    (
+        "transposed",
+        lambda x, y, d: (T(x).T.float().to(d), L(y).to(d)),
+        "have shape (6, 5), not (5, 6)",
+    ),
     ("inputs alone", lambda x, y, d: T(x).float().to(d), "returned a float32 tensor"),
-    ("a dict", lambda x, y, d: {"inputs": T(x).float().to(d), "targets": L(y).to(d)}, "a dict of 2"),
-    ("hard-coded cuda", lambda x, y, d: (T(x).float().cuda(), L(y).cuda()), "used the GPU itself (.cuda())"),
-    ("rounded", lambda x, y, d: (T(x.round()).float().to(d), L(y).to(d)), "the inputs hold other values"),
+    (
+        "a dict",
+        lambda x, y, d: {"inputs": T(x).float().to(d), "targets": L(y).to(d)},
+        "a dict of 2",
+    ),
+    (
+        "hard-coded cuda",
+        lambda x, y, d: (T(x).float().cuda(), L(y).cuda()),
+        "used the GPU itself (.cuda())",
+    ),
+    (
+        "rounded",
+        lambda x, y, d: (T(x.round()).float().to(d), L(y).to(d)),
+        "the inputs hold other values",
+    ),
     ("ndarray.to", lambda x, y, d: (x.to(d), y.to(d)), "called a tensor's method on a NumPy array"),
 ]
 
@@ -46,9 +90,21 @@ def _each(change):
 
 
 STATE = [
-    ("removeprefix", lambda w: {k.removeprefix("module."): v for k, v in w.state_dict().items()}, None),
-    ("slice, OrderedDict", lambda w: OrderedDict((k[7:], v) for k, v in w.state_dict().items()), None),
-    ("replace once", lambda w: {k.replace("module.", "", 1): v for k, v in w.state_dict().items()}, None),
+    (
+        "removeprefix",
+        lambda w: {k.removeprefix("module."): v for k, v in w.state_dict().items()},
+        None,
+    ),
+    (
+        "slice, OrderedDict",
+        lambda w: OrderedDict((k[7:], v) for k, v in w.state_dict().items()),
+        None,
+    ),
+    (
+        "replace once",
+        lambda w: {k.replace("module.", "", 1): v for k, v in w.state_dict().items()},
+        None,
+    ),
     ("consume_prefix", lambda w: (consume_prefix(s := w.state_dict(), "module."), s)[1], None),
     ("a copy on the CPU", lambda w: copy.deepcopy(w.module).cpu().state_dict(), None),
     ("named_parameters", lambda w: dict(w.module.named_parameters()), None),
@@ -56,7 +112,11 @@ STATE = [
     ("the model", lambda w: w.module, "returned a model, not its weights"),
     ("new weights", lambda w: Tudui().state_dict(), "the keys are right, but not the tensors"),
     ("other keys", lambda w: {"weight": torch.zeros(1)}, "not the model's, such as 'model.0.bias'"),
-    ("lstrip", lambda w: {k.lstrip("module."): v for k, v in w.state_dict().items()}, "lstrip('module.')"),
+    (
+        "lstrip",
+        lambda w: {k.lstrip("module."): v for k, v in w.state_dict().items()},
+        "lstrip('module.')",
+    ),
     ("the method", lambda w: w.module.state_dict, "the method state_dict itself"),
     ("keys()", lambda w: w.module.state_dict().keys(), "returned an odict_keys"),
     ("parameters()", lambda w: w.module.parameters(), "returned a generator"),
@@ -78,12 +138,20 @@ ENV = [
     ("with CUDA_DEVICE_ORDER", _env(J, CUDA_DEVICE_ORDER="PCI_BUS_ID"), None),
     ("from str(list)", _env(lambda ids: str(ids)[1:-1].replace(" ", "")), None),
     ("typo", lambda ids: {"CUDA_VISIBLE_DEVICE": J(ids)}, "CUDA_VISIBLE_DEVICE is read by nothing"),
-    ("lower case", lambda ids: {"cuda_visible_devices": J(ids)}, "cuda_visible_devices is read by nothing"),
+    (
+        "lower case",
+        lambda ids: {"cuda_visible_devices": J(ids)},
+        "cuda_visible_devices is read by nothing",
+    ),
     ("a list", _env(lambda ids: ids), "CUDA_VISIBLE_DEVICES is a list of 2 items, not a string"),
     ("an int", _env(lambda ids: int("".join(map(str, ids)))), "is the int 12, not a string"),
     ("str(list)", _env(str), "the value is '[1, 2]'"),
     ("spaces", _env(lambda ids: ", ".join(map(str, ids))), "'1, 2' has spaces"),
-    ("device names", _env(lambda ids: ",".join(f"cuda:{i}" for i in ids)), "the value is 'cuda:1,cuda:2'"),
+    (
+        "device names",
+        _env(lambda ids: ",".join(f"cuda:{i}" for i in ids)),
+        "the value is 'cuda:1,cuda:2'",
+    ),
     ("renumbered", _env(lambda ids: J(range(len(ids)))), "build it from gpu_ids, '1,2'"),
     ("hard-coded", _env(lambda ids: "1,2"), "build it from gpu_ids, '0'"),
     ("sorted", _env(lambda ids: J(sorted(ids))), "'0,1,3' lists the ids in another order"),
@@ -92,10 +160,18 @@ ENV = [
     ("the whole environment", _env(J, **os.environ), "variables: return only the ones to set"),
     ("bad order", _env(J, CUDA_DEVICE_ORDER="pci"), "CUDA_DEVICE_ORDER is 'pci'"),
     ("printed, not returned", lambda ids: print(f"CUDA_VISIBLE_DEVICES={J(ids)}"), "returned None"),
-    ("no CUDA_VISIBLE_DEVICES", lambda ids: {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, "no CUDA_VISIBLE_DEVICES"),
+    (
+        "no CUDA_VISIBLE_DEVICES",
+        lambda ids: {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
+        "no CUDA_VISIBLE_DEVICES",
+    ),
 ]
 
-TABLES = {check_numpy_batch_to_device: BATCH, check_plain_state_dict: STATE, check_visible_gpus_env: ENV}
+TABLES = {
+    check_numpy_batch_to_device: BATCH,
+    check_plain_state_dict: STATE,
+    check_visible_gpus_env: ENV,
+}
 
 
 @pytest.mark.parametrize(("check", "answer", "fragment"), table_cases(TABLES))

@@ -25,7 +25,10 @@ def _timer(*, warm=True, before=True, after=True, scale=1, per=lambda warmup, re
 
 def _every_call(fn, synchronize, clock, *, warmup=2, repeats=10):
     [(fn(), synchronize()) for _ in range(warmup)]
-    return sum((start := clock(), fn(), synchronize(), clock() - start)[-1] for _ in range(repeats)) / repeats
+    return (
+        sum((start := clock(), fn(), synchronize(), clock() - start)[-1] for _ in range(repeats))
+        / repeats
+    )
 
 
 TIME = [
@@ -36,14 +39,30 @@ TIME = [
     ("total", _timer(per=lambda w, r: 1), "the time of all 7 calls together"),
     ("milliseconds", _timer(scale=1000), "milliseconds: return seconds"),
     ("divided by all calls", _timer(per=lambda w, r: w + r), "time the repeats alone"),
-    ("perf_counter", lambda f, s, c, **kw: _timer()(f, s, perf_counter, **kw), "did not read the clock"),
+    (
+        "perf_counter",
+        lambda f, s, c, **kw: _timer()(f, s, perf_counter, **kw),
+        "did not read the clock",
+    ),
     ("called once", lambda fn, s, c, **kw: fn() or 0.02, "fn ran once"),
-    ("cuda.synchronize", lambda fn, s, c, **kw: _timer()(fn, torch.cuda.synchronize, c, **kw), "CUDA"),
+    (
+        "cuda.synchronize",
+        lambda fn, s, c, **kw: _timer()(fn, torch.cuda.synchronize, c, **kw),
+        "CUDA",
+    ),
     ("backwards", lambda *a, **kw: -solution.time_per_call(*a, **kw), "not a time span"),
-    ("a tensor", lambda *a, **kw: torch.tensor(solution.time_per_call(*a, **kw)), "a float32 tensor"),
+    (
+        "a tensor",
+        lambda *a, **kw: torch.tensor(solution.time_per_call(*a, **kw)),
+        "a float32 tensor",
+    ),
     ("old signature, no clock", lambda fn, synchronize, **kw: 0.02, "keep the stub's first line"),
     ("its own warmup and repeats", lambda fn, s, c, **kw: _timer()(fn, s, c), "fn ran 12 times"),
-    ("the end reading", lambda f, s, c, **kw: _timer(scale=0)(f, s, c, **kw) + c(), "not a time span"),
+    (
+        "the end reading",
+        lambda f, s, c, **kw: _timer(scale=0)(f, s, c, **kw) + c(),
+        "not a time span",
+    ),
 ]
 
 
@@ -59,20 +78,75 @@ def _batches(order=lambda n, g, d: torch.randperm(n, generator=g).to(d), image=N
     return device_batches
 
 
-_split = lambda i, lab, b, order: zip(i.index_select(0, order).split(b), lab[order].split(b), strict=True)  # noqa: E731
+def _split(images, labels, batch_size, order):
+    return zip(
+        images.index_select(0, order).split(batch_size),
+        labels[order].split(batch_size),
+        strict=True,
+    )
+
+
 BATCHES = [
-    ("a CPU index, copied over", _batches(order=lambda n, g, d: torch.randperm(n, generator=g)), None),
-    ("split", lambda i, lab, b, g: _split(i, lab, b, torch.randperm(50, generator=g).to(lab.device)), None),
-    ("stored order", _batches(order=lambda n, g, d: torch.arange(n, device=d)), "come in the stored order"),
-    ("drops the last batch", lambda *a: list(solution.device_batches(*a))[:-1], "are [8, 8, 8, 8, 8, 8]"),
-    ("two permutations", _batches(image=lambda i, g: torch.randperm(50, generator=g)[: len(i)]), "separated"),
-    ("ignores the generator", lambda *a: solution.device_batches(*a[:3], torch.Generator()), "follow"),
-    ("with replacement", _batches(order=lambda n, g, d: torch.randint(n, (n,), generator=g)), "twice"),
-    ("drawn on the device", _batches(order=lambda n, g, d: torch.randperm(n, generator=g, device=d)), "CPU"),
-    ("through the CPU", lambda i, lab, *a: solution.device_batches(i.cpu(), lab.cpu(), *a), "values back"),
-    ("not pairs", lambda images, labels, batch_size, generator: [images, labels], "yield pairs of tensors"),
-    ("endless", lambda *a: iter(lambda: next(solution.device_batches(*a)), None), "more than 50 items"),
-    ("returns inside the loop", lambda *a: next(solution.device_batches(*a)), "yield pairs of tensors"),
+    (
+        "a CPU index, copied over",
+        _batches(order=lambda n, g, d: torch.randperm(n, generator=g)),
+        None,
+    ),
+    (
+        "split",
+        lambda i, lab, b, g: _split(i, lab, b, torch.randperm(50, generator=g).to(lab.device)),
+        None,
+    ),
+    (
+        "stored order",
+        _batches(order=lambda n, g, d: torch.arange(n, device=d)),
+        "come in the stored order",
+    ),
+    (
+        "drops the last batch",
+        lambda *a: list(solution.device_batches(*a))[:-1],
+        "are [8, 8, 8, 8, 8, 8]",
+    ),
+    (
+        "two permutations",
+        _batches(image=lambda i, g: torch.randperm(50, generator=g)[: len(i)]),
+        "separated",
+    ),
+    (
+        "ignores the generator",
+        lambda *a: solution.device_batches(*a[:3], torch.Generator()),
+        "follow",
+    ),
+    (
+        "with replacement",
+        _batches(order=lambda n, g, d: torch.randint(n, (n,), generator=g)),
+        "twice",
+    ),
+    (
+        "drawn on the device",
+        _batches(order=lambda n, g, d: torch.randperm(n, generator=g, device=d)),
+        "CPU",
+    ),
+    (
+        "through the CPU",
+        lambda i, lab, *a: solution.device_batches(i.cpu(), lab.cpu(), *a),
+        "values back",
+    ),
+    (
+        "not pairs",
+        lambda images, labels, batch_size, generator: [images, labels],
+        "yield pairs of tensors",
+    ),
+    (
+        "endless",
+        lambda *a: iter(lambda: next(solution.device_batches(*a)), None),
+        "more than 50 items",
+    ),
+    (
+        "returns inside the loop",
+        lambda *a: next(solution.device_batches(*a)),
+        "yield pairs of tensors",
+    ),
     (
         "indices as a list",
         _batches(order=lambda n, g, d: torch.randperm(n, generator=g).tolist()),
@@ -86,7 +160,9 @@ BATCHES = [
 ]
 
 
-def _epoch(*, step=True, zero=True, read=lambda loss: None, weigh=True, result=lambda total, losses: total):
+def _epoch(
+    *, step=True, zero=True, read=lambda loss: None, weigh=True, result=lambda total, losses: total
+):
     """A train_epoch with one mistake: a step or zero_grad left out, a read per step, another mean."""
 
     def train_epoch(model, batches, loss_fn, optimizer):
@@ -104,18 +180,38 @@ def _epoch(*, step=True, zero=True, read=lambda loss: None, weigh=True, result=l
 
 EPOCH = [
     ("a sum on the device", _epoch(), None),
-    ("stacked", _epoch(result=lambda t, losses: torch.stack(losses) @ t.new_tensor([16, 16, 5]) / 37), None),
+    (
+        "stacked",
+        _epoch(result=lambda t, losses: torch.stack(losses) @ t.new_tensor([16, 16, 5]) / 37),
+        None,
+    ),
     ("item per step", _epoch(read=lambda loss: loss.item()), "reads a value back every step"),
     ("returns a float", _epoch(result=lambda total, losses: float(total)), "returned the float"),
-    ("keeps the graph", lambda *a: solution.train_epoch(*a).requires_grad_(), "still requires grad"),
+    (
+        "keeps the graph",
+        lambda *a: solution.train_epoch(*a).requires_grad_(),
+        "still requires grad",
+    ),
     ("mean of batch means", _epoch(weigh=False), "not the mean per sample"),
     ("no zero_grad", _epoch(zero=False), "differs from a reference run"),
     ("no step", _epoch(step=False), "differs from a reference run"),
     ("prints every step", _epoch(read=print), "reads a value back every step"),
     ("stops on NaN", _epoch(read=lambda loss: bool(torch.isnan(loss))), "every step"),
-    ("all under no_grad", lambda *a: torch.no_grad()(solution.train_epoch)(*a), "does not require grad"),
-    ("sum on the CPU", _epoch(result=lambda total, losses: torch.zeros(()).add_(total)), "left the model's"),
-    ("back on the CPU", _epoch(result=lambda total, losses: total.cpu()), "reads a value back at the end"),
+    (
+        "all under no_grad",
+        lambda *a: torch.no_grad()(solution.train_epoch)(*a),
+        "does not require grad",
+    ),
+    (
+        "sum on the CPU",
+        _epoch(result=lambda total, losses: torch.zeros(()).add_(total)),
+        "left the model's",
+    ),
+    (
+        "back on the CPU",
+        _epoch(result=lambda total, losses: total.cpu()),
+        "reads a value back at the end",
+    ),
 ]
 
 

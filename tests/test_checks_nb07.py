@@ -11,7 +11,9 @@ from solutions import nb07 as solution
 _bytes, _step = solution.state_bytes, solution.accumulated_step
 
 
-def _states(optimizer, group):  # parameter-sized tensors the optimizer keeps for a parameter of this group
+def _states(
+    optimizer, group
+):  # parameter-sized tensors the optimizer keeps for a parameter of this group
     return 2 if "betas" in group else int(group.get("momentum", 0) != 0)
 
 
@@ -35,7 +37,9 @@ def _counted(size=None, *, grads=1, frozen=False, states=_states, unheld="", ste
 
 
 def _nbytes(model, o):  # right: bytes from nbytes, state through the optimizer's groups
-    state = [_states(o, g) * p.nbytes * p.requires_grad for g in o.param_groups for p in g["params"]]
+    state = [
+        _states(o, g) * p.nbytes * p.requires_grad for g in o.param_groups for p in g["params"]
+    ]
     return sum(state) + sum(p.nbytes * (1 + p.requires_grad) for p in model.parameters())
 
 
@@ -46,10 +50,22 @@ STATE = [
     ("4 bytes each", _counted(4), "a bfloat16 number takes 2 bytes"),
     ("no gradients", _counted(grads=0), "without the gradients"),
     ("frozen too", _counted(frozen=True), "gets no gradient and no state"),
-    ("one Adam state", _counted(states=lambda o, g: 1 if "betas" in g else _states(o, g)), "Adam keeps two"),
+    (
+        "one Adam state",
+        _counted(states=lambda o, g: 1 if "betas" in g else _states(o, g)),
+        "Adam keeps two",
+    ),
     ("the empty optimizer.state", _counted(states=lambda o, g: 0), "without the optimizer's state"),
-    ("momentum always", _counted(states=lambda o, g: 2 if "betas" in g else 1), "SGD without momentum"),
-    ("defaults", _counted(states=lambda o, g: 2 if "betas" in g else o.defaults["momentum"] > 0), "own"),
+    (
+        "momentum always",
+        _counted(states=lambda o, g: 2 if "betas" in g else 1),
+        "SGD without momentum",
+    ),
+    (
+        "defaults",
+        _counted(states=lambda o, g: 2 if "betas" in g else o.defaults["momentum"] > 0),
+        "own",
+    ),
     ("state everywhere", _counted(unheld="state"), "state only for what the optimizer holds"),
     ("held only", _counted(unheld="skipped"), "state only for what the optimizer holds"),
     ("step counters", _counted(steps=4), "leave its step counters out"),
@@ -57,14 +73,28 @@ STATE = [
     ("a tensor", _counted(result=torch.tensor), "returned an int64 tensor"),
     ("one too many", lambda m, o: _bytes(m, o) + 1, "for a float32 model with SGD"),
     ("reads on the device", lambda m, o: _bytes(m, o) + 0 * m[0].bias.cpu().nbytes, "values on"),
-    ("trains to see", lambda m, o: sum(p.sum() for p in m.parameters()).float().backward(), "trained the"),
+    (
+        "trains to see",
+        lambda m, o: sum(p.sum() for p in m.parameters()).float().backward(),
+        "trained the",
+    ),
     ("memory_allocated", lambda model, optimizer: torch.cuda.memory_allocated(), "gave 0 bytes"),
-    ("grads before any step", lambda m, o: sum(p.grad.nbytes for p in m.parameters()), "AttributeError"),
-    ("p in params", lambda m, o: sum(p in o.param_groups[0]["params"] for p in m.parameters()), "Error"),
+    (
+        "grads before any step",
+        lambda m, o: sum(p.grad.nbytes for p in m.parameters()),
+        "AttributeError",
+    ),
+    (
+        "p in params",
+        lambda m, o: sum(p in o.param_groups[0]["params"] for p in m.parameters()),
+        "Error",
+    ),
 ]
 
 
-def _accumulate(weigh=lambda n, batch, k: n / batch, *, zero="before", steps=1, equal_shares=False, cut=None):
+def _accumulate(
+    weigh=lambda n, batch, k: n / batch, *, zero="before", steps=1, equal_shares=False, cut=None
+):
     """An accumulated_step with one mistake: ``weigh(piece size, batch size, pieces)`` scales each loss."""
 
     def accumulated_step(model, loss_fn, optimizer, inputs, targets, micro_batch):
@@ -90,8 +120,16 @@ ACCUMULATE = [
     ("no zero_grad", _accumulate(zero="never"), "left in .grad by the previous batch were added"),
     ("step per piece", _accumulate(steps=3), "optimizer.step() ran 3 times"),
     ("no step", _accumulate(steps=0), "optimizer.step() ran 0 times"),
-    ("the whole batch", lambda m, f, o, x, y, b: o.step(lambda: f(m(x), y).backward()), "pieces of [10]"),
-    ("whole-batch loss", lambda m, f, o, x, y, b: _step(m, f, o, x, y, b) and f(m(x), y).item(), "10]"),
+    (
+        "the whole batch",
+        lambda m, f, o, x, y, b: o.step(lambda: f(m(x), y).backward()),
+        "pieces of [10]",
+    ),
+    (
+        "whole-batch loss",
+        lambda m, f, o, x, y, b: _step(m, f, o, x, y, b) and f(m(x), y).item(),
+        "10]",
+    ),
     ("pieces too large", _accumulate(cut=8), "pieces of [8, 2] examples"),
     ("pieces of one", _accumulate(cut=1), "pieces of [1, 1, 1"),
     ("mean of the means", _accumulate(equal_shares=True), "mean loss is"),
@@ -99,7 +137,11 @@ ACCUMULATE = [
     ("on the CPU", lambda model, *a: _step(model.cpu(), *a), "copied values off the device"),
     ("to cuda", lambda m, f, o, x, *a: _step(m, f, o, x.to("cuda"), *a), "the GPU itself"),
     ("drops the last piece", lambda m, f, o, x, y, b: _step(m, f, o, x[:8], y[:8], b), "[4, 4]"),
-    ("repeats examples", lambda m, f, o, x, *a: _step(m, f, o, torch.cat([x[:8], x[:2]]), *a), "once"),
+    (
+        "repeats examples",
+        lambda m, f, o, x, *a: _step(m, f, o, torch.cat([x[:8], x[:2]]), *a),
+        "once",
+    ),
 ]
 
 
@@ -135,18 +177,30 @@ def _doubling(fits, low, high, past=False):
     n = low
     while (n * 2 <= high or past) and fits(n * 2):
         n *= 2
-    return (solution.largest_batch(fits, n, min(2 * n - 1, high)) if past else n) if fits(low) else None
+    return (
+        (solution.largest_batch(fits, n, min(2 * n - 1, high)) if past else n)
+        if fits(low)
+        else None
+    )
 
 
 SEARCH = [
     ("first failure - 1", lambda f, lo, hi: _first_failure(f, lo, hi) - 1 if f(lo) else None, None),
-    ("linear", lambda f, lo, hi: next((n for n in range(hi, lo - 1, -1) if f(n)), None), "654 times"),
+    (
+        "linear",
+        lambda f, lo, hi: next((n for n in range(hi, lo - 1, -1) if f(n)), None),
+        "654 times",
+    ),
     ("the first failure", _first_failure, "returned the int 348"),
     ("never tries high", _never_tries_high, "returned the int 511"),
     ("low when nothing fits", _search(low_fits=True), "returned the int 32"),
     ("doubling", _doubling, "returned the int 256"),
     ("doubling past high", lambda *a: _doubling(*a, past=True), "not at most 12"),
-    ("ignores high", lambda f, lo, hi: solution.largest_batch(f, lo, 4096), "fits(2049), not a whole size"),
+    (
+        "ignores high",
+        lambda f, lo, hi: solution.largest_batch(f, lo, 4096),
+        "fits(2049), not a whole size",
+    ),
     ("a float middle", _search(middle=lambda low, high: (low + high + 1) / 2), "fits(501.0)"),
     ("never ends", _search(middle=lambda low, high: (low + high) // 2), "without end"),
     ("a string", lambda fits, low, high: "347", "returned the string '347'"),

@@ -33,11 +33,15 @@ NOTEBOOK_LINK = re.compile(
     r"(?:github\.com|colab\.research\.google\.com/github)/([\w.-]+/[\w.-]+)/blob/([^/\s)\"]+)/notebooks/([\w.-]+\.ipynb)"
 )
 PLATFORMS = ("COLAB_RELEASE_TAG", "KAGGLE_KERNEL_RUN_TYPE")
-needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git to stand in for GitHub")
+needs_git = pytest.mark.skipif(
+    shutil.which("git") is None, reason="needs git to stand in for GitHub"
+)
 
 
 def _assigned(source: str) -> tuple:  # the literal `repository, tag` the setup cell assigns
-    line = next(line for line in source.splitlines() if line.strip().startswith("repository, tag = "))
+    line = next(
+        line for line in source.splitlines() if line.strip().startswith("repository, tag = ")
+    )
     return ast.literal_eval(line.split("=", 1)[1].strip())
 
 
@@ -47,7 +51,9 @@ def _git(*args, cwd=None, check=True):  # as a committer named t
 
 
 def _python(code: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_the_tag_is_the_pyproject_version_the_repository_is_on_github_the_addresses_and_the_hint():
@@ -55,7 +61,10 @@ def test_the_tag_is_the_pyproject_version_the_repository_is_on_github_the_addres
     assert re.fullmatch(r"v\d+\.\d+\.\d+", TAG) and f"v{PROJECT['version']}" == TAG
     blob = f"{OWNER_AND_NAME}/blob/{TAG}/notebooks/00_x.ipynb"
     assert colab_url("00_x.ipynb") == f"https://colab.research.google.com/github/{blob}"
-    assert kaggle_url("00_x.ipynb") == f"https://kaggle.com/kernels/welcome?src=https://github.com/{blob}"
+    assert (
+        kaggle_url("00_x.ipynb")
+        == f"https://kaggle.com/kernels/welcome?src=https://github.com/{blob}"
+    )
     elsewhere = colab_url("a.ipynb", repository="https://github.com/o/n.git", ref="v9")
     assert elsewhere == "https://colab.research.google.com/github/o/n/blob/v9/notebooks/a.ipynb"
     assert setup_hint(None, has_gpu=False) is None  # not on Colab or Kaggle
@@ -72,7 +81,11 @@ def test_the_tag_is_the_pyproject_version_the_repository_is_on_github_the_addres
         (lambda: colab_url(0), TypeError, "notebook must be a string"),
         (lambda: colab_url("a.ipynb", ref=None), TypeError, "ref must be a string"),
         (lambda: kaggle_url("a.ipynb", repository=None), TypeError, "repository must be a string"),
-        (lambda: colab_url("a.ipynb", repository="https://gitlab.com/o/n"), ValueError, "not a GitHub"),
+        (
+            lambda: colab_url("a.ipynb", repository="https://gitlab.com/o/n"),
+            ValueError,
+            "not a GitHub",
+        ),
         (lambda: kaggle_url("notebooks/a.ipynb"), ValueError, "notebook file name"),
     ],
 )
@@ -87,21 +100,33 @@ def test_every_link_and_setup_cell_names_the_one_address_and_tag():
         cells = nbformat.read(path, as_version=4).cells
         badge = cells[0]
         # the links as text too, not only behind the badges' images (which cannot load offline)
-        text_links = [url for _, url in re.findall(r"(?<!!)\[([^\[\]]+)\]\(([^)]+)\)", badge.source)]
+        text_links = [
+            url for _, url in re.findall(r"(?<!!)\[([^\[\]]+)\]\(([^)]+)\)", badge.source)
+        ]
         kaggle = path.name in course.KAGGLE_NOTEBOOKS
         expected = [colab_url(path.name)] + ([kaggle_url(path.name)] if kaggle else [])
         assert text_links == expected, badge.source
-        assert "colab-badge.svg" in badge.source and ("open-in-kaggle.svg" in badge.source) == kaggle
+        assert (
+            "colab-badge.svg" in badge.source and ("open-in-kaggle.svg" in badge.source) == kaggle
+        )
 
         setup = next(cell for cell in cells if cell.cell_type == "code")
-        assert setup.get("id") == tool.SETUP_ID, f"{path.name}: the setup cell must be the first code cell"
+        assert setup.get("id") == tool.SETUP_ID, (
+            f"{path.name}: the setup cell must be the first code cell"
+        )
         assert _assigned(setup.source) == (REPOSITORY, TAG)
-        assert setup.metadata.get("jupyter", {}).get("source_hidden") is True, f"{path.name}: not folded"
-        assert len(setup.source.splitlines()[0]) <= 80  # the title JupyterLab shows of the folded cell
+        assert setup.metadata.get("jupyter", {}).get("source_hidden") is True, (
+            f"{path.name}: not folded"
+        )
+        assert (
+            len(setup.source.splitlines()[0]) <= 80
+        )  # the title JupyterLab shows of the folded cell
 
         for cell in cells:  # no cell links to a notebook of another repository or at another ref
             for where, ref, _ in NOTEBOOK_LINK.findall(cell.source):
-                assert (where, ref) == (OWNER_AND_NAME, TAG), f"{path.name} {cell.get('id')}: {where}@{ref}"
+                assert (where, ref) == (OWNER_AND_NAME, TAG), (
+                    f"{path.name} {cell.get('id')}: {where}@{ref}"
+                )
 
     readme = (ROOT / "README.md").read_text()
     assert all(colab_url(path.name) in readme for path in NOTEBOOKS)
@@ -123,9 +148,15 @@ def _stand_in_for_github(tmp_path, refs: list[str]) -> Path:
         pytest.skip("not a git checkout: no commit to stand in for the published release")
     remote = tmp_path / "remote"
     _git("init", "-q", str(remote))
-    fetched = _git("-C", str(remote), "fetch", "-q", str(ROOT), *[f"{head.stdout.strip()}:{r}" for r in refs])
-    if fetched.returncode != 0:  # e.g. a copy of the working tree whose .git lacks the commit's objects
-        pytest.skip(f"this checkout's last commit cannot be fetched: {fetched.stderr.strip()[:200]}")
+    fetched = _git(
+        "-C", str(remote), "fetch", "-q", str(ROOT), *[f"{head.stdout.strip()}:{r}" for r in refs]
+    )
+    if (
+        fetched.returncode != 0
+    ):  # e.g. a copy of the working tree whose .git lacks the commit's objects
+        pytest.skip(
+            f"this checkout's last commit cannot be fetched: {fetched.stderr.strip()[:200]}"
+        )
     return remote
 
 
@@ -160,14 +191,18 @@ print("recordings:", recordings_root(), "|", recording.path if recording else wh
 
 
 @needs_git
-def test_setup_cell_on_a_colab_stand_in_fetches_the_tag_installs_from_it_and_finds_the_recordings(tmp_path):
+def test_setup_cell_on_a_colab_stand_in_fetches_the_tag_installs_from_it_and_finds_the_recordings(
+    tmp_path,
+):
     remote = _stand_in_for_github(tmp_path, [f"refs/tags/{TAG}"])
     env = _runtime(tmp_path, remote, {"COLAB_RELEASE_TAG": "stand-in"})
     done = _python(tool.setup_source() + _FIND_RECORDINGS, env)
     assert done.returncode == 0, done.stderr
     checkout = tmp_path / "home" / "gpu-course" / TAG
     assert (checkout / "pyproject.toml").is_file() and (checkout / "results" / "gpu").is_dir()
-    assert _git("-C", str(checkout), "describe", "--tags").stdout.strip() == TAG  # the tag, nothing newer
+    assert (
+        _git("-C", str(checkout), "describe", "--tags").stdout.strip() == TAG
+    )  # the tag, nothing newer
     log = (tmp_path / "pip.log").read_text()
     assert f"Would install {PROJECT['name']}-" in log and str(checkout) in log
     assert "Collecting torch" not in log  # --no-deps: nothing else is even looked at
@@ -175,7 +210,9 @@ def test_setup_cell_on_a_colab_stand_in_fetches_the_tag_installs_from_it_and_fin
     expected = setup_hint("colab", has_gpu=torch.cuda.is_available())
     assert hint == ([expected] if expected else [])  # on a CPU "Colab": how to switch to a GPU
     # helpers.recorded reads the recorded runs of the fetched release
-    assert recordings.startswith(f"recordings: {checkout / 'results' / 'gpu'} | {checkout / 'results'}")
+    assert recordings.startswith(
+        f"recordings: {checkout / 'results' / 'gpu'} | {checkout / 'results'}"
+    )
 
     # run again: the release is fetched once; with GitHub gone, the cell still succeeds
     env["GIT_CONFIG_KEY_0"] = f"url.{(tmp_path / 'gone').as_uri()}.insteadOf"
@@ -184,7 +221,9 @@ def test_setup_cell_on_a_colab_stand_in_fetches_the_tag_installs_from_it_and_fin
 
 
 @needs_git
-@pytest.mark.parametrize("platform", [{"COLAB_RELEASE_TAG": "x"}, {"KAGGLE_KERNEL_RUN_TYPE": "Interactive"}])
+@pytest.mark.parametrize(
+    "platform", [{"COLAB_RELEASE_TAG": "x"}, {"KAGGLE_KERNEL_RUN_TYPE": "Interactive"}]
+)
 def test_setup_cell_fails_with_one_sentence_naming_the_address_and_tag(tmp_path, platform):
     remote = _stand_in_for_github(tmp_path, ["refs/heads/main"])  # published, but not this release
     remote = tmp_path / "no-such-repository" if "KAGGLE_KERNEL_RUN_TYPE" in platform else remote
@@ -193,7 +232,9 @@ def test_setup_cell_fails_with_one_sentence_naming_the_address_and_tag(tmp_path,
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("RuntimeError: ") and REPOSITORY in last and TAG in last, last
     assert "docs/publishing.md" in last
-    assert ("Kaggle" in last) == ("KAGGLE_KERNEL_RUN_TYPE" in platform)  # Kaggle's own advice, only there
+    assert ("Kaggle" in last) == (
+        "KAGGLE_KERNEL_RUN_TYPE" in platform
+    )  # Kaggle's own advice, only there
     assert not (tmp_path / "pip.log").exists()  # pip never ran
     assert list((tmp_path / "home" / "gpu-course").iterdir()) == []  # no half-fetched folder left
 
@@ -201,10 +242,21 @@ def test_setup_cell_fails_with_one_sentence_naming_the_address_and_tag(tmp_path,
 def test_what_colab_installs_holds_every_helpers_module(tmp_path):
     """The wheel pip builds from the repository has every module of helpers (torchrun -m helpers.X)."""
     source = tmp_path / "source"  # a copy, so that the build leaves nothing in the checkout
-    shutil.copytree(ROOT / "helpers", source / "helpers", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "helpers", source / "helpers", ignore=shutil.ignore_patterns("__pycache__")
+    )
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
-    pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-index", "--no-build-isolation", "--quiet"]
+    pip = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-index",
+        "--no-build-isolation",
+        "--quiet",
+    ]
     pip += ["--disable-pip-version-check", "-w", str(tmp_path / "wheel"), str(source)]
     built = subprocess.run(pip, capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr
@@ -215,10 +267,15 @@ def test_what_colab_installs_holds_every_helpers_module(tmp_path):
     assert modules <= packed, f"not in the wheel Colab installs: {sorted(modules - packed)}"
 
 
-def test_tool_adds_and_refreshes_the_cells_keeps_the_others_and_refuses_other_files(tmp_path, capsys):
+def test_tool_adds_and_refreshes_the_cells_keeps_the_others_and_refuses_other_files(
+    tmp_path, capsys
+):
     md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
     cells = [md("# Title", id="t-0"), md("## Setup", id="t-1")]
-    cells += [code("import torch", id="t-2", metadata={"tags": ["keep-me"]}), code("x = 1", id="t-3")]
+    cells += [
+        code("import torch", id="t-2", metadata={"tags": ["keep-me"]}),
+        code("x = 1", id="t-3"),
+    ]
     path = tmp_path / "07_example.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
     assert tool.main(["--check", str(path)]) == 1 and str(path) in capsys.readouterr().out
@@ -228,7 +285,9 @@ def test_tool_adds_and_refreshes_the_cells_keeps_the_others_and_refuses_other_fi
     assert after[4].metadata == {"tags": ["keep-me"]} and after[4].source == "import torch"
     assert colab_url("07_example.ipynb") in after[0].source
     written = path.read_bytes()
-    assert tool.main([str(path)]) == 0 and path.read_bytes() == written  # a second run writes nothing
+    assert (
+        tool.main([str(path)]) == 0 and path.read_bytes() == written
+    )  # a second run writes nothing
     assert tool.main(["--check", str(path)]) == 0
 
     text_only = tmp_path / "00_text.ipynb"
@@ -242,7 +301,9 @@ def test_tool_adds_and_refreshes_the_cells_keeps_the_others_and_refuses_other_fi
         tool.main([str(tmp_path / "missing.ipynb")])
 
     # refreshed in place, not duplicated:
-    old_badge = "[![Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://x/old.ipynb)"
+    old_badge = (
+        "[![Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://x/old.ipynb)"
+    )
     # a badge without its id, in the wrong place, and a setup cell of an earlier version
     cells = [md("# Title", id="t-0"), code("import torch", id="t-1"), md(old_badge, id="t-2")]
     cells.append(code("# Colab only: install the course's helpers (old)\nprint('old')", id="t-3"))
@@ -257,15 +318,17 @@ def test_tool_adds_and_refreshes_the_cells_keeps_the_others_and_refuses_other_fi
 
 
 def test_tool_points_the_links_of_a_markdown_file_at_the_tag_and_changes_nothing_else(tmp_path):
-    stale = "https://colab.research.google.com/github/someone/old-name/blob/main/notebooks/00_a.ipynb"
-    kaggle = (
-        "https://www.kaggle.com/kernels/welcome?src=https://github.com/x/y/blob/v0.1/notebooks/04_b.ipynb"
+    stale = (
+        "https://colab.research.google.com/github/someone/old-name/blob/main/notebooks/00_a.ipynb"
     )
+    kaggle = "https://www.kaggle.com/kernels/welcome?src=https://github.com/x/y/blob/v0.1/notebooks/04_b.ipynb"
     text = f"| `00_a` [Colab]({stale}) | text |\n\nOn [Kaggle]({kaggle}); [elsewhere](https://example.org).\n"
     path = tmp_path / "README.md"
     path.write_text(text)
     assert tool.main(["--check", str(path)]) == 1 and tool.main([str(path)]) == 0
-    expected = text.replace(stale, colab_url("00_a.ipynb")).replace(kaggle, kaggle_url("04_b.ipynb"))
+    expected = text.replace(stale, colab_url("00_a.ipynb")).replace(
+        kaggle, kaggle_url("04_b.ipynb")
+    )
     assert path.read_text() == expected
     assert tool.main(["--check", str(path)]) == 0
 
@@ -277,7 +340,13 @@ def clone(tmp_path):
         pytest.skip("not a git checkout")
     path = tmp_path / "clone"
     _git("clone", "-q", str(ROOT), str(path))
-    for name in ["Makefile", "pyproject.toml", "README.md", "helpers/course.py", "scripts/colab_cells.py"]:
+    for name in [
+        "Makefile",
+        "pyproject.toml",
+        "README.md",
+        "helpers/course.py",
+        "scripts/colab_cells.py",
+    ]:
         shutil.copy(ROOT / name, path / name)
     for notebook in NOTEBOOKS:
         shutil.copy(notebook, path / "notebooks" / notebook.name)
@@ -287,15 +356,27 @@ def clone(tmp_path):
 
 
 @needs_git
-def test_release_sets_the_version_everywhere_and_refuses_a_bad_version_a_dirty_tree_and_an_old_tag(clone):
+def test_release_sets_the_version_everywhere_and_refuses_a_bad_version_a_dirty_tree_and_an_old_tag(
+    clone,
+):
     new = "9.8.7"  # a version no test elsewhere uses
     for bad in ("9.8", "v9.8.7", ""):
         with pytest.raises(SystemExit, match=re.escape(repr(bad))):
             tool.release(bad, root=clone)
     assert _git("status", "--porcelain", cwd=clone).stdout == ""  # nothing touched
 
-    make = ["make", "-s", "-C", str(clone), "release", f"VERSION={new}", f"RELEASE_PYTHON={sys.executable}"]
-    done = subprocess.run(make, capture_output=True, text=True, timeout=120)  # as a maintainer types it
+    make = [
+        "make",
+        "-s",
+        "-C",
+        str(clone),
+        "release",
+        f"VERSION={new}",
+        f"RELEASE_PYTHON={sys.executable}",
+    ]
+    done = subprocess.run(
+        make, capture_output=True, text=True, timeout=120
+    )  # as a maintainer types it
     assert done.returncode == 0, done.stderr
     assert tomllib.loads((clone / "pyproject.toml").read_text())["project"]["version"] == new
     assert f"git tag v{new}" in done.stdout and "git push" in done.stdout
@@ -303,13 +384,22 @@ def test_release_sets_the_version_everywhere_and_refuses_a_bad_version_a_dirty_t
     cells = nbformat.read(clone / "notebooks" / NOTEBOOKS[0].name, as_version=4).cells
     setup = next(cell for cell in cells if cell.get("id") == tool.SETUP_ID)
     assert _assigned(setup.source) == (REPOSITORY, f"v{new}")
-    assert {ref for _, ref, _ in NOTEBOOK_LINK.findall((clone / "README.md").read_text())} == {f"v{new}"}
+    assert {ref for _, ref, _ in NOTEBOOK_LINK.findall((clone / "README.md").read_text())} == {
+        f"v{new}"
+    }
     # the clone's own tool, run afresh with its rewritten helpers/course.py, finds every file at the new tag
-    check = ["scripts/colab_cells.py", "--check", "README.md", *[f"notebooks/{p.name}" for p in NOTEBOOKS]]
+    check = [
+        "scripts/colab_cells.py",
+        "--check",
+        "README.md",
+        *[f"notebooks/{p.name}" for p in NOTEBOOKS],
+    ]
     assert subprocess.run([sys.executable, *check], cwd=clone, capture_output=True).returncode == 0
 
     diff = _git("diff", cwd=clone).stdout
-    with pytest.raises(SystemExit, match="git status"):  # the release's own changes, not committed yet
+    with pytest.raises(
+        SystemExit, match="git status"
+    ):  # the release's own changes, not committed yet
         tool.release("9.8.8", root=clone)
     assert _git("diff", cwd=clone).stdout == diff
     _git("commit", "-qam", f"Release v{new}", "--allow-empty", cwd=clone)

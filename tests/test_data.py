@@ -29,10 +29,14 @@ def test_the_stand_in_is_the_calibrated_one():
 
 
 def test_the_recorded_calibration_is_of_this_stand_in_and_meets_its_targets():
-    result = json.loads((Path(__file__).parent.parent / "results" / "data-calibration.json").read_text())
+    result = json.loads(
+        (Path(__file__).parent.parent / "results" / "data-calibration.json").read_text()
+    )
     images, labels = make_synthetic_cifar10(1_000, train=True)
     assert labels[:20] == result["data"]["fingerprint"]["first_labels"]
-    assert np.allclose(images.mean((0, 1, 2)), result["data"]["fingerprint"]["mean_pixel"], atol=0.05)
+    assert np.allclose(
+        images.mean((0, 1, 2)), result["data"]["fingerprint"]["mean_pixel"], atol=0.05
+    )
     assert all(target["met"] for target in result["targets"].values())
 
 
@@ -44,7 +48,9 @@ def test_the_stand_in_is_deterministic_prefix_stable_and_cifar10_shaped():
     test, _ = make_synthetic_cifar10(100, train=False)
     other, _ = make_synthetic_cifar10(100, seed=1)
     assert not np.array_equal(a[:100], test) and not np.array_equal(a[:100], other)
-    assert make_synthetic_cifar10(0)[0].shape == (0, 32, 32, 3) and make_synthetic_cifar10(0)[1] == []
+    assert (
+        make_synthetic_cifar10(0)[0].shape == (0, 32, 32, 3) and make_synthetic_cifar10(0)[1] == []
+    )
     with pytest.raises(TypeError, match="n=1_000"):
         make_synthetic_cifar10(1e3)
 
@@ -52,11 +58,20 @@ def test_the_stand_in_is_deterministic_prefix_stable_and_cifar10_shaped():
 def test_the_stand_in_dataset_works_like_torchvision_cifar10():
     dataset = SyntheticCIFAR10(False, transforms.ToTensor(), size=10)
     image, label = dataset[3]
-    assert image.shape == (3, 32, 32) and 0 <= image.min() <= image.max() <= 1 and label == dataset.targets[3]
-    assert dataset.classes == list(data.CIFAR10_CLASSES) and len(dataset) == 10 and not dataset.train
+    assert (
+        image.shape == (3, 32, 32)
+        and 0 <= image.min() <= image.max() <= 1
+        and label == dataset.targets[3]
+    )
+    assert (
+        dataset.classes == list(data.CIFAR10_CLASSES) and len(dataset) == 10 and not dataset.train
+    )
     images, labels = next(iter(DataLoader(dataset, batch_size=4)))
     assert images.shape == (4, 3, 32, 32) and labels.dtype == torch.int64
-    assert {frozenset(p) for p in dataset.pairs} >= {frozenset({"cat", "dog"}), frozenset({"car", "truck"})}
+    assert {frozenset(p) for p in dataset.pairs} >= {
+        frozenset({"cat", "dog"}),
+        frozenset({"car", "truck"}),
+    }
     copy = pickle.loads(pickle.dumps(dataset))  # as DataLoader workers get it when spawned
     assert torch.equal(copy[3][0], image)
 
@@ -102,7 +117,10 @@ def test_real_cifar10_on_disk_is_used(tmp_path, monkeypatch):
     ("kwargs", "error", "words"),
     [({"train": "test"}, TypeError, "train .*True or False")]
     + [({"train": None}, TypeError, "train .*True or False"), ({"size": 0}, ValueError, "size")]
-    + [({"size": 1e4}, TypeError, "size=10_000"), ({"transform": "to_tensor"}, TypeError, "transform")]
+    + [
+        ({"size": 1e4}, TypeError, "size=10_000"),
+        ({"transform": "to_tensor"}, TypeError, "transform"),
+    ]
     + [({"transform": transforms.ToTensor}, TypeError, r"ToTensor\(\)")]
     + [({"source": "imagenet"}, ValueError, "'imagenet'.*'synthetic'")],
 )
@@ -111,7 +129,9 @@ def test_load_cifar10_names_the_wrong_argument(kwargs, error, words):
         load_cifar10(**{"train": True, "source": "synthetic", "size": 5, **kwargs})
 
 
-@pytest.mark.parametrize(("value", "expected"), [("1", True), (" 1 ", True), ("0", False), ("", False)])
+@pytest.mark.parametrize(
+    ("value", "expected"), [("1", True), (" 1 ", True), ("0", False), ("", False)]
+)
 def test_quick_mode(monkeypatch, value, expected):
     monkeypatch.setenv("COURSE_QUICK", value)
     assert data.quick_mode() is expected
@@ -129,7 +149,10 @@ def two_gpus(monkeypatch):
 @pytest.mark.parametrize(
     ("device", "quick", "small_on_gpu", "expected"),
     [("cpu", "0", None, (100, 50, 2, "cpu")), ("cuda", "0", None, (None, None, 5, "full"))]
-    + [("cuda:1", "0", "a batch of 4", (100, 50, 2, "cpu")), ("cuda", "1", None, (20, 10, 1, "quick"))]
+    + [
+        ("cuda:1", "0", "a batch of 4", (100, 50, 2, "cpu")),
+        ("cuda", "1", None, (20, 10, 1, "quick")),
+    ]
     + [(torch.device("cpu"), "1", None, (20, 10, 1, "quick"))],
 )
 def test_training_budget(two_gpus, monkeypatch, device, quick, small_on_gpu, expected):
@@ -141,7 +164,10 @@ def test_training_budget(two_gpus, monkeypatch, device, quick, small_on_gpu, exp
 
 @pytest.mark.parametrize(
     ("kwargs", "error", "words"),
-    [({"device": "gpu"}, ValueError, "'gpu'.*'cuda'"), ({"quick_epochs": 2.5}, TypeError, "quick_epochs")]
+    [
+        ({"device": "gpu"}, ValueError, "'gpu'.*'cuda'"),
+        ({"quick_epochs": 2.5}, TypeError, "quick_epochs"),
+    ]
     + [({"device": 0}, TypeError, "device must be a device.*pick_device")]
     + [pytest.param({"device": "cuda"}, ValueError, "no CUDA.*pick_device", marks=NO_CUDA)]
     + [({"gpu_epochs": 0}, ValueError, "gpu_epochs .*1 or more")]
@@ -175,7 +201,13 @@ def test_loader_workers_names_the_wrong_argument(device, processes, error):
 
 @pytest.mark.parametrize(
     ("accuracy", "stand_in", "raises"),
-    [(0.30, True, False), (0.10, True, True), (0.90, True, True), (0.90, False, False), (0.11, False, True)]
+    [
+        (0.30, True, False),
+        (0.10, True, True),
+        (0.90, True, True),
+        (0.90, False, False),
+        (0.11, False, True),
+    ]
     + [(torch.tensor(0.3), True, False), (np.float32(0.3), True, False)],
 )
 def test_expect_accuracy(capsys, accuracy, stand_in, raises):
@@ -185,21 +217,30 @@ def test_expect_accuracy(capsys, accuracy, stand_in, raises):
         with pytest.raises(AssertionError, match="test accuracy"):
             data.expect_accuracy(accuracy, budget, dataset, cpu=(0.2, 0.4))
     else:
-        assert data.expect_accuracy(accuracy, budget, dataset, cpu=(0.2, 0.4), full=(0.5, 0.6)) == (0.2, 0.4)
+        assert data.expect_accuracy(accuracy, budget, dataset, cpu=(0.2, 0.4), full=(0.5, 0.6)) == (
+            0.2,
+            0.4,
+        )
         assert "test accuracy" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
-    "bands", [{}, {"full": (0.2, 0.4)}, {"cpu": (0.5, 0.4)}, {"cpu": (0.2, 40)}, {"cpu": (0, 1), "gpu": 1}]
+    "bands",
+    [{}, {"full": (0.2, 0.4)}, {"cpu": (0.5, 0.4)}, {"cpu": (0.2, 40)}, {"cpu": (0, 1), "gpu": 1}],
 )
 def test_expect_accuracy_needs_a_band_for_the_budget(bands):
     with pytest.raises(ValueError, match="cpu=\\(low, high\\)"):
-        data.expect_accuracy(0.3, training_budget("cpu", gpu_epochs=3, cpu_epochs=1), STAND_IN, **bands)
+        data.expect_accuracy(
+            0.3, training_budget("cpu", gpu_epochs=3, cpu_epochs=1), STAND_IN, **bands
+        )
 
 
 @pytest.mark.parametrize(
     ("arguments", "error", "words"),
-    [((55, BUDGET, STAND_IN), ValueError, "0.55 for 55%"), ((BUDGET, 0.2, STAND_IN), ValueError, "fraction")]
+    [
+        ((55, BUDGET, STAND_IN), ValueError, "0.55 for 55%"),
+        ((BUDGET, 0.2, STAND_IN), ValueError, "fraction"),
+    ]
     + [((0.2, None, STAND_IN), TypeError, "budget None.*training_budget")]
     + [((0.2, BUDGET, DataLoader(STAND_IN)), TypeError, "a DataLoader.*test set")],
 )

@@ -27,7 +27,9 @@ def torchrun(*args, nproc=2, script=SCRIPT, timeout=240):
 def _one_process_step(batch, lr):
     """One SGD step of CifarNet in this process on the first `batch` of the 256 images, in the order that
     DistributedSampler draws for one process in epoch 0, as the script seeds it."""
-    normalize = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.5,) * 3, (0.5,) * 3)])
+    normalize = transforms.Compose(
+        [transforms.ToTensor(), transforms.Normalize((0.5,) * 3, (0.5,) * 3)]
+    )
     data = load_cifar10(train=True, transform=normalize, size=256, source="synthetic")
     order = list(DistributedSampler(data, num_replicas=1, rank=0, shuffle=True, seed=0))[:batch]
     torch.manual_seed(0)
@@ -47,16 +49,24 @@ def test_two_processes_of_batch_b_train_as_one_of_batch_2b_and_rank_0_saves(tmp_
     assert "world size 2 (2 on this machine), backend gloo, rank 0 on cpu" in out
     lines = out.splitlines()
     assert sum(line.startswith("epoch ") for line in lines) == 1  # rank 0 alone logs
-    assert {f"rank {r}/2: largest weight difference from rank 0 = 0.0" for r in (0, 1)} <= set(lines)
-    saved = torch.load(tmp_path / "two.pt", map_location="cpu", weights_only=True)  # rank 0's checkpoint
+    assert {f"rank {r}/2: largest weight difference from rank 0 = 0.0" for r in (0, 1)} <= set(
+        lines
+    )
+    saved = torch.load(
+        tmp_path / "two.pt", map_location="cpu", weights_only=True
+    )  # rank 0's checkpoint
     assert (saved["epoch"], saved["world_size"], saved["backend"]) == (0, 2, "gloo")
     assert not list(tmp_path.glob("*.tmp"))
     CifarNet().load_state_dict(saved["model"])  # the plain model's keys, no "module." prefix
-    one = _one_process_step(batch=32, lr=0.01 * 32 / 64)  # the script's rate for a global batch of 32
+    one = _one_process_step(
+        batch=32, lr=0.01 * 32 / 64
+    )  # the script's rate for a global batch of 32
     torch.manual_seed(0)
     start = CifarNet().state_dict()
     for key in one:
-        assert not torch.equal(one[key], start[key]), f"{key} did not move: the check would prove nothing"
+        assert not torch.equal(one[key], start[key]), (
+            f"{key} did not move: the check would prove nothing"
+        )
         torch.testing.assert_close(saved["model"][key], one[key], rtol=1e-5, atol=1e-6)
 
 
@@ -64,7 +74,9 @@ def test_a_failing_rank_is_reported_with_its_error(tmp_path):
     (tmp_path / "fail.py").write_text(
         "import os\nif os.environ['RANK'] == '1':\n    raise ValueError('rank 1 broke')\n"
     )
-    with pytest.raises(RuntimeError, match=r"torchrun exited with 1(.|\n)*ValueError: rank 1 broke"):
+    with pytest.raises(
+        RuntimeError, match=r"torchrun exited with 1(.|\n)*ValueError: rank 1 broke"
+    ):
         torchrun(script=tmp_path / "fail.py")
 
 

@@ -18,7 +18,9 @@ def test_the_default_is_an_available_device_with_the_index_tensors_report():
         assert device == torch.device("cuda", torch.cuda.current_device())
     accelerator = getattr(torch, "accelerator", None)
     tutorials = (
-        accelerator.current_accelerator().type if accelerator and accelerator.is_available() else "cpu"
+        accelerator.current_accelerator().type
+        if accelerator and accelerator.is_available()
+        else "cpu"
     )
     assert device.type == tutorials  # the choice of PyTorch's tutorials, plus the index
 
@@ -36,9 +38,15 @@ def test_names_and_devices_that_every_machine_has(asked, expected):
         ("", "lower case"),
         ("cuda:x", "'cuda:N'"),
         (f"cuda:{torch.cuda.device_count()}", "This machine has"),  # one past the last GPU
-        pytest.param("cuda", "Colab", marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU")),
-        pytest.param("mps", "MPS", marks=pytest.mark.skipif(torch.backends.mps.is_available(), reason="MPS")),
-        pytest.param("xpu:7", "no XPU", marks=pytest.mark.skipif(torch.xpu.is_available(), reason="an XPU")),
+        pytest.param(
+            "cuda", "Colab", marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU")
+        ),
+        pytest.param(
+            "mps", "MPS", marks=pytest.mark.skipif(torch.backends.mps.is_available(), reason="MPS")
+        ),
+        pytest.param(
+            "xpu:7", "no XPU", marks=pytest.mark.skipif(torch.xpu.is_available(), reason="an XPU")
+        ),
     ],
 )
 def test_a_device_the_machine_lacks_or_a_wrong_name_says_what_there_is(asked, words):
@@ -91,7 +99,9 @@ def test_to_device_moves_nested_structures_and_keeps_their_types():
     }
     moved = to_device(batch, target)
     assert (
-        moved["a"].device == target and moved["b"][0].device == target and moved["b"][1][0].device == target
+        moved["a"].device == target
+        and moved["b"][0].device == target
+        and moved["b"][1][0].device == target
     )
     assert isinstance(moved["b"], list) and moved["b"][1][1:] == ("label", 7, None, np.float32(1))
     assert isinstance(moved["c"], Pair) and moved["c"].x.device == target and moved["c"].y == 2.5
@@ -106,7 +116,11 @@ def test_to_device_returns_a_tensor_already_there_and_moves_modules_in_place():
 
 @pytest.mark.parametrize(
     ("wrong", "words"),
-    [(np.zeros(3), "torch.from_numpy"), (object(), "cannot move a object"), ({1, 2}, "cannot move a set")],
+    [
+        (np.zeros(3), "torch.from_numpy"),
+        (object(), "cannot move a object"),
+        ({1, 2}, "cannot move a set"),
+    ],
 )
 def test_to_device_refuses_what_it_cannot_move(wrong, words):
     with pytest.raises(TypeError, match=words):
@@ -117,7 +131,10 @@ def test_to_device_refuses_what_it_cannot_move(wrong, words):
     ("call", "words"),
     [
         (lambda model: to_device(model, "cuda:99"), "to_device: device 'cuda:99'"),
-        (lambda model: to_device(model, "meta"), "on 'meta' a model keeps its shapes, not its weights"),
+        (
+            lambda model: to_device(model, "meta"),
+            "on 'meta' a model keeps its shapes, not its weights",
+        ),
         (lambda model: pick_device("meta"), "'meta' has shapes but no values"),
     ],
 )

@@ -26,7 +26,9 @@ def test_same_batches_and_random_streams_as_a_dataloader_over_a_tensordataset(n,
         generator = None if seed is None else torch.Generator().manual_seed(seed)
         loader = make(generator)
         iter(loader)  # an iterator made and dropped (as tqdm does) draws, in both
-        streams.append(([b for _ in range(3) for b in loader], len(loader), torch.rand(3), generator))
+        streams.append(
+            ([b for _ in range(3) for b in loader], len(loader), torch.rand(3), generator)
+        )
     (expected, length, after, g_reference), (got, our_length, our_after, g_ours) = streams
     assert _same_batches(got, expected) and our_length == length
     assert torch.equal(our_after, after)  # the global stream is left as a DataLoader leaves it
@@ -38,15 +40,21 @@ def test_every_sample_once_per_epoch_paired_with_its_label_on_its_device():
     labels = torch.arange(103)
     images = labels.float().view(103, 1, 1, 1).expand(103, 3, 2, 2)
     last = images.contiguous(memory_format=torch.channels_last)
-    first, second = [list(DeviceLoader(last, labels, batch_size=10, shuffle=True)) for _ in range(2)]
+    first, second = [
+        list(DeviceLoader(last, labels, batch_size=10, shuffle=True)) for _ in range(2)
+    ]
     assert [len(b[1]) for b in first] == [10] * 10 + [3] and not _same_batches(first, second)
     assert sorted(torch.cat([b[1] for b in first]).tolist()) == list(range(103))
     assert all(torch.equal(x[:, 0, 0, 0].long(), y) for x, y in first)
     assert first[0][0].is_contiguous(memory_format=torch.channels_last)
-    in_order = list(DeviceLoader(images, labels, batch_size=10))  # without shuffling: views, in order
+    in_order = list(
+        DeviceLoader(images, labels, batch_size=10)
+    )  # without shuffling: views, in order
     assert _same_batches(in_order, list(DataLoader(TensorDataset(images, labels), batch_size=10)))
     assert in_order[0][0].data_ptr() == images.data_ptr()
-    meta = DeviceLoader(torch.empty(30, 3, device="meta"), batch_size=8, shuffle=True)  # stands in for a GPU
+    meta = DeviceLoader(
+        torch.empty(30, 3, device="meta"), batch_size=8, shuffle=True
+    )  # stands in for a GPU
     assert all(b[0].device.type == "meta" for b in meta)
 
 
@@ -54,14 +62,20 @@ class _Images:
     """A dataset as CIFAR-10's: uint8 images N x H x W x 3 in .data, class numbers in .targets."""
 
     def __init__(self, targets, shape=(4, 4, 3), dtype=np.uint8, n=None):
-        self.data = np.random.default_rng(0).integers(0, 256, (n or len(targets), *shape)).astype(dtype)
+        self.data = (
+            np.random.default_rng(0).integers(0, 256, (n or len(targets), *shape)).astype(dtype)
+        )
         self.targets = targets
 
 
 def test_dataset_tensors_gives_what_totensor_gives():
     dataset = _Images([3, 1, 4.0, 1, 5])
     images, labels = dataset_tensors(dataset, "cpu")
-    assert images.shape == (5, 3, 4, 4) and labels.tolist() == [3, 1, 4, 1, 5] and labels.dtype == torch.int64
+    assert (
+        images.shape == (5, 3, 4, 4)
+        and labels.tolist() == [3, 1, 4, 1, 5]
+        and labels.dtype == torch.int64
+    )
     assert all(torch.equal(images[i], transforms.ToTensor()(dataset.data[i])) for i in range(5))
     last, _ = dataset_tensors(dataset, memory_format=torch.channels_last)
     assert last.is_contiguous(memory_format=torch.channels_last) and torch.equal(last, images)
@@ -72,7 +86,10 @@ Z, L = torch.zeros(4), nn.Linear(4, 2)
 
 @pytest.mark.parametrize(
     ("make", "args", "options", "error", "words"),
-    [(DeviceLoader, (), {}, TypeError, "takes tensors"), (Autocast, (nn.Linear,), {}, TypeError, "nn.Module")]
+    [
+        (DeviceLoader, (), {}, TypeError, "takes tensors"),
+        (Autocast, (nn.Linear,), {}, TypeError, "nn.Module"),
+    ]
     + [
         (DeviceLoader, (TensorDataset(Z),), {}, TypeError, "dataset_tensors"),
         (DeviceLoader, (Z, torch.zeros(5)), {}, ValueError, "one row per sample"),
@@ -92,7 +109,13 @@ Z, L = torch.zeros(4), nn.Linear(4, 2)
         (dataset_tensors, (_Images([0, 1], n=3),), {}, ValueError, "3 images but"),
         (dataset_tensors, (_Images([0, 1]), "gpu"), {}, ValueError, "cuda"),
         (sgd, (L, 0.1), {}, TypeError, r"model\.parameters\(\)"),
-        (train_epoch, (L, [], torch.optim.SGD(nn.Linear(4, 2).parameters()), "cpu"), {}, ValueError, "other"),
+        (
+            train_epoch,
+            (L, [], torch.optim.SGD(nn.Linear(4, 2).parameters()), "cpu"),
+            {},
+            ValueError,
+            "other",
+        ),
     ],
 )
 def test_bad_input_is_refused_clearly(make, args, options, error, words):
@@ -108,13 +131,19 @@ def test_bad_input_is_refused_clearly(make, args, options, error, words):
     + [("cuda", False, True, "fp16 autocast + GradScaler", torch.float16, True)]  # a T4
     + [("cuda", False, False, "float32", None, False)],
 )
-def test_the_precision_follows_what_the_device_computes(monkeypatch, device, bf16, cuda, name, dtype, scaler):
+def test_the_precision_follows_what_the_device_computes(
+    monkeypatch, device, bf16, cuda, name, dtype, scaler
+):
     monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"amx_bf16": bf16}, raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation: bf16)
     precision = fastpath.choose_precision(device)
     assert fastpath.bf16_supported(device) is (bf16 and (device == "cpu" or cuda))
-    assert (precision.name, precision.dtype, precision.scaler) == (name, dtype, scaler) and precision.why
+    assert (precision.name, precision.dtype, precision.scaler) == (
+        name,
+        dtype,
+        scaler,
+    ) and precision.why
 
 
 def test_autocast_runs_the_forward_in_bf16_and_returns_float32():
@@ -123,7 +152,9 @@ def test_autocast_runs_the_forward_in_bf16_and_returns_float32():
     outputs = Autocast(model)(torch.randn(2, 3, 8, 8))
     assert seen["dtype"] == torch.bfloat16 and outputs.dtype == torch.float32
     F.cross_entropy(outputs, torch.tensor([1, 2])).backward()
-    assert all(p.dtype == torch.float32 and p.grad.dtype == torch.float32 for p in model.parameters())
+    assert all(
+        p.dtype == torch.float32 and p.grad.dtype == torch.float32 for p in model.parameters()
+    )
     with pytest.raises(ValueError, match="bfloat16 or torch.float16"):
         Autocast(model, dtype=torch.float32)
 
@@ -135,7 +166,10 @@ def test_a_grad_scaler_steps_as_plain_sgd_and_skips_a_step_whose_gradients_overf
     plain.load_state_dict(layer.state_dict())
     optimizer, kind = sgd(layer.parameters(), 0.1, fused=fused)
     scaler = grad_scaler("cpu", init_scale=2.0**16)
-    for times in (1.0, float("inf")):  # a step as plain SGD's, then one whose gradients overflow: skipped
+    for times in (
+        1.0,
+        float("inf"),
+    ):  # a step as plain SGD's, then one whose gradients overflow: skipped
         optimizer.zero_grad()
         scaler.scale(layer(torch.ones(2, 4)).sum() * times).backward()
         scaler.step(optimizer)
@@ -156,7 +190,9 @@ def _train(epochs=1, inf_at=None, make_step=None, **options):
     if inf_at is not None:
         x[inf_at] = float("inf")  # a NaN loss in that batch
     opt, step = torch.optim.SGD(model.parameters(), 0.5), make_step(model) if make_step else None
-    return model, [train_epoch(model, loader, opt, "cpu", loss_step=step, **options) for _ in range(epochs)]
+    return model, [
+        train_epoch(model, loader, opt, "cpu", loss_step=step, **options) for _ in range(epochs)
+    ]
 
 
 def test_train_epoch_trains_and_counts_and_a_loss_step_replaces_the_model_loss_and_count():
@@ -176,7 +212,9 @@ def test_train_epoch_stops_a_diverged_run_unless_a_scaler_skipped_the_steps():
     _, (stats,) = _train(inf_at=0, scaler=grad_scaler("cpu"))
     assert stats.nonfinite_losses == 1 and stats.scale == 2.0**15
     with pytest.raises(ValueError, match="no batches"):
-        train_epoch(model := nn.Linear(4, 2), [], torch.optim.SGD(model.parameters(), lr=0.1), "cpu")
+        train_epoch(
+            model := nn.Linear(4, 2), [], torch.optim.SGD(model.parameters(), lr=0.1), "cpu"
+        )
 
 
 def test_timed_epoch_warms_up_then_times_one_whole_epoch():

@@ -24,7 +24,13 @@ def test_every_attachment_is_shown_with_a_description():
         for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
             shown = dict((name, alt) for alt, name in ATTACHMENT.findall("".join(cell["source"])))
             for name in cell.get("attachments", {}):
-                assert name in shown, f"{path.name} cell {cell.get('id')}: attachment {name} is never shown"
-                assert len(shown[name].split()) >= 4, f"{path.name}: describe {name} in its alt text"
+                assert name in shown, (
+                    f"{path.name} cell {cell.get('id')}: attachment {name} is never shown"
+                )
+                assert len(shown[name].split()) >= 4, (
+                    f"{path.name}: describe {name} in its alt text"
+                )
             missing = set(shown) - set(cell.get("attachments", {}))
-            assert not missing, f"{path.name} cell {cell.get('id')}: no attachment {sorted(missing)}"
+            assert not missing, (
+                f"{path.name} cell {cell.get('id')}: no attachment {sorted(missing)}"
+            )

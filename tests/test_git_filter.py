@@ -55,14 +55,29 @@ def _make(*args, cwd, env=None):
 
 def _run_notebook():
     """A notebook as a run leaves it: outputs, counts, timings, the kernel's language_info, view state."""
-    view = {"jupyter": {"outputs_hidden": True, "source_hidden": True}, "collapsed": False, "scrolled": True}
+    view = {
+        "jupyter": {"outputs_hidden": True, "source_hidden": True},
+        "collapsed": False,
+        "scrolled": True,
+    }
     ran = {"execution": {"iopub.status.busy": "2026-11-22T10:00:00Z"}, "trusted": True, **view}
     code = {"cell_type": "code", "execution_count": 3}
     output = {"name": "stdout", "output_type": "stream", "text": ["hello\n"]}
-    first = {**code, "id": "a-1", "metadata": {"tags": ["raises-exception"], **ran}, "outputs": [output]}
+    first = {
+        **code,
+        "id": "a-1",
+        "metadata": {"tags": ["raises-exception"], **ran},
+        "outputs": [output],
+    }
     cells = [
         {**first, "source": "print('hello')\nx = 1"},
-        {**code, "id": colab_cells.SETUP_ID, "metadata": {}, "outputs": [], "source": ["#"]},  # unfolded
+        {
+            **code,
+            "id": colab_cells.SETUP_ID,
+            "metadata": {},
+            "outputs": [],
+            "source": ["#"],
+        },  # unfolded
         {"cell_type": "markdown", "id": "m-1", "metadata": {}, "source": ["# Título ✓"]},
     ]
     language = {"name": "python", "version": "3.11.7", "mimetype": "text/x-python"}
@@ -78,11 +93,18 @@ def test_strip_removes_what_a_run_adds_and_keeps_the_lesson():
     assert first["source"] == ["print('hello')\n", "x = 1"]  # as Jupyter stores it
     # the Colab setup cell stays folded, as scripts/colab_cells.py writes it, whatever the student's view
     assert setup["metadata"] == colab_cells.SETUP_METADATA and setup["execution_count"] is None
-    assert markdown == {"cell_type": "markdown", "id": "m-1", "metadata": {}, "source": ["# Título ✓"]}
+    assert markdown == {
+        "cell_type": "markdown",
+        "id": "m-1",
+        "metadata": {},
+        "source": ["# Título ✓"],
+    }
     assert stripped["metadata"] == {"kernelspec": KERNELSPEC, "language_info": {"name": "python"}}
 
 
-@pytest.mark.parametrize("text", ["", "not json", '{"a": 1}', "<<<<<<< HEAD\n{}\n=======\n{}\n>>>>>>> x\n"])
+@pytest.mark.parametrize(
+    "text", ["", "not json", '{"a": 1}', "<<<<<<< HEAD\n{}\n=======\n{}\n>>>>>>> x\n"]
+)
 def test_what_is_not_a_notebook_passes_through_unchanged(text):
     script = [sys.executable, str(ROOT / "scripts" / "strip_outputs.py")]
     done = subprocess.run(script, input=text.encode(), capture_output=True)
@@ -96,8 +118,12 @@ def test_files_stripped_in_place_as_jupyter_writes_them_and_the_check(tmp_path, 
     assert tool.main(["--check", str(run)]) == 1 and str(run) in capsys.readouterr().out
     assert tool.main([str(run)]) == 0
     text = run.read_text(encoding="utf-8")
-    assert json.loads(text)["cells"][0]["outputs"] == [] and "Título ✓" in text  # UTF-8, not \u escapes
-    assert text == nbformat.writes(nbformat.reads(text, as_version=4)) + "\n"  # the server's own format
+    assert (
+        json.loads(text)["cells"][0]["outputs"] == [] and "Título ✓" in text
+    )  # UTF-8, not \u escapes
+    assert (
+        text == nbformat.writes(nbformat.reads(text, as_version=4)) + "\n"
+    )  # the server's own format
     assert tool.main(["--check", str(run)]) == 0 and tool.main([str(run)]) == 0
     assert run.read_text(encoding="utf-8") == text  # stripping twice changes nothing
     (tmp_path / "notes.ipynb").write_text("not json")
@@ -108,10 +134,14 @@ def test_files_stripped_in_place_as_jupyter_writes_them_and_the_check(tmp_path, 
 @needs_git
 def test_gitattributes_gives_every_lesson_the_filter_and_not_the_recorded_gpu_runs():
     lessons = [str(p.relative_to(ROOT)) for p in NOTEBOOKS]
-    recorded = [str(p.relative_to(ROOT)) for p in sorted(ROOT.glob("results/gpu/*/notebooks/*.ipynb"))]
+    recorded = [
+        str(p.relative_to(ROOT)) for p in sorted(ROOT.glob("results/gpu/*/notebooks/*.ipynb"))
+    ]
     assert recorded, "no recorded GPU run to check against"
     out = _git("check-attr", "filter", "--", *lessons, *recorded).stdout.splitlines()
-    expected = [f"{p}: filter: {FILTER}" for p in lessons] + [f"{p}: filter: unspecified" for p in recorded]
+    expected = [f"{p}: filter: {FILTER}" for p in lessons] + [
+        f"{p}: filter: unspecified" for p in recorded
+    ]
     assert out == expected
 
 
@@ -128,7 +158,9 @@ def course(tmp_path_factory):
             shutil.copy2(ROOT / name, repo / name)
     _git("init", "-q", cwd=repo)
     _git("add", "-A", cwd=repo)
-    _git("-c", "user.name=c", "-c", "user.email=c@example.org", "commit", "-qm", "a clone", cwd=repo)
+    _git(
+        "-c", "user.name=c", "-c", "user.email=c@example.org", "commit", "-qm", "a clone", cwd=repo
+    )
     done = _make("git-filter", cwd=repo)
     assert done.returncode == 0, done.stderr
     return repo
@@ -136,7 +168,9 @@ def course(tmp_path_factory):
 
 def test_make_setup_tells_git_to_strip_notebooks(course):
     for target in ("lab", "test"):  # through `make setup`
-        assert f"filter.{FILTER}.clean" in _make("-n", target, cwd=course).stdout, f"make {target}: no filter"
+        assert f"filter.{FILTER}.clean" in _make("-n", target, cwd=course).stdout, (
+            f"make {target}: no filter"
+        )
     found = _git("config", "--get-regexp", f"^filter\\.{FILTER}\\.", cwd=course).stdout.splitlines()
     config = dict(line.removeprefix(f"filter.{FILTER}.").split(" ", 1) for line in found)
     assert config.pop("clean").endswith("scripts/strip_outputs.py"), found
@@ -148,7 +182,10 @@ def test_make_setup_tells_git_to_strip_notebooks(course):
 
 def test_make_git_filter_outside_a_clone_does_nothing(tmp_path):
     shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
-    env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(tmp_path.parent)}  # not the repository around it
+    env = {
+        **os.environ,
+        "GIT_CEILING_DIRECTORIES": str(tmp_path.parent),
+    }  # not the repository around it
     done = _make("git-filter", cwd=tmp_path, env=env)
     assert done.returncode == 0 and not (tmp_path / ".git").exists(), done.stderr
 
@@ -174,9 +211,14 @@ def lesson_run(course):
 
     path = course / LESSON
     notebook = nbformat.read(path, as_version=4)
-    lesson_cells, notebook.cells = notebook.cells, [*notebook.cells, nbformat.v4.new_code_cell(WRITES)]
+    lesson_cells, notebook.cells = (
+        notebook.cells,
+        [*notebook.cells, nbformat.v4.new_code_cell(WRITES)],
+    )
     env = {**os.environ, "PYTHONPATH": str(course), "COURSE_QUICK": "1", "COURSE_DATA": "synthetic"}
-    NotebookClient(notebook, timeout=600, resources={"metadata": {"path": str(path.parent)}}).execute(env=env)
+    NotebookClient(
+        notebook, timeout=600, resources={"metadata": {"path": str(path.parent)}}
+    ).execute(env=env)
     notebook.cells = lesson_cells  # the lesson's own cells, with their outputs
     nbformat.write(notebook, path)  # what the Jupyter server does on every (auto)save
     assert (path.parent / "checkpoints" / "lesson.pt").is_file()
@@ -186,7 +228,9 @@ def lesson_run(course):
 
 def test_after_a_lesson_run_git_has_nothing_to_commit(lesson_run):
     course, path = lesson_run
-    assert any(cell.get("outputs") for cell in json.loads(path.read_text(encoding="utf-8"))["cells"])
+    assert any(
+        cell.get("outputs") for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]
+    )
     # `git status` may list the notebook until `git add`, but what git reads through the filter is unchanged
     assert _git("diff", "--exit-code", cwd=course, check=False).returncode == 0
     assert _git("diff", "--exit-code", "HEAD", cwd=course, check=False).returncode == 0
@@ -197,7 +241,9 @@ def test_after_a_lesson_run_git_has_nothing_to_commit(lesson_run):
 
 def test_make_tests_repository_checks_pass_after_a_lesson_run(lesson_run):
     course, _ = lesson_run
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"} | {"PYTHONPATH": str(course)}
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"} | {
+        "PYTHONPATH": str(course)
+    }
     pytest = ["pytest", "-q", "-p", "no:cacheprovider", "--noconftest", "tests/test_repository.py"]
     command = [sys.executable, "-m", *pytest]  # no conftest: no torch to import
     done = subprocess.run(command, cwd=course, env=env, capture_output=True, text=True, timeout=300)

@@ -42,7 +42,11 @@ def test_state_bytes_before_and_after_a_step(make_optimizer, copies):
     [
         (lambda m, o: measure_state(o, m), TypeError, "model is an nn.Module"),
         (lambda m, o: measure_state(m, "adam"), TypeError, "'adam'"),
-        (lambda m, o: measure_state(m, torch.optim.Adam(nn.Linear(2, 2).parameters())), ValueError, "other"),
+        (
+            lambda m, o: measure_state(m, torch.optim.Adam(nn.Linear(2, 2).parameters())),
+            ValueError,
+            "other",
+        ),
         (lambda m, o: tensor_bytes([[1.0, 2.0]]), TypeError, "counts tensors"),
         (lambda m, o: tensor_bytes(m), TypeError, r"model\.parameters\(\)"),
         (lambda m, o: tensor_bytes(m.state_dict()), TypeError, r"\.values\(\)"),
@@ -77,7 +81,13 @@ def _oom_above(limit, calls):
 @pytest.mark.parametrize(
     ("low", "high", "limit", "expected", "tries"),
     [
-        (1, 131_072, 5_000, 5_000, [1, 65537, 32769, 16385, 8193, 4097, 6145, 5121, 4609, 4865, 4993]),
+        (
+            1,
+            131_072,
+            5_000,
+            5_000,
+            [1, 65537, 32769, 16385, 8193, 4097, 6145, 5121, 4609, 4865, 4993],
+        ),
         (1, 100, 100, 100, None),
         (1, 100, None, None, [1]),
         (7, 7, 7, 7, [7]),
@@ -101,7 +111,9 @@ def test_largest_batch_that_fits_lets_other_errors_through_and_refuses_a_bad_ran
 
 
 def test_run_script_reports_the_error_its_line_and_what_was_printed_before():
-    run = run_script("print('before')\ndef pick(i):\n    return [1, 2][i]\n\npick(5)\nprint('after')\n")
+    run = run_script(
+        "print('before')\ndef pick(i):\n    return [1, 2][i]\n\npick(5)\nprint('after')\n"
+    )
     assert (run.returncode, run.stdout) == (1, "before\n")
     assert run.error == "IndexError: list index out of range"
     assert run.error_line == run.line_of("[1, 2][i]") == 3  # the deepest line of the script

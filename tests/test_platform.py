@@ -27,18 +27,26 @@ def course(tmp_path):
 
 
 def environ(facts="", **more):
-    env = {k: v for k, v in os.environ.items() if k not in {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "PYTHONPATH"}}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "PYTHONPATH"}
+    }
     return env | {"COURSE_PLATFORM_FACTS": facts} | more
 
 
 def check(course, *args, facts="", env=None):
     command = [sys.executable, "scripts/check_platform.py", *args]
-    return subprocess.run(command, cwd=course, env=env or environ(facts), capture_output=True, text=True)
+    return subprocess.run(
+        command, cwd=course, env=env or environ(facts), capture_output=True, text=True
+    )
 
 
 def make(course, *args, facts=""):
     cmd = ["make", "--no-print-directory", *args, f"PYTHON={sys.executable}"]
-    return subprocess.run(cmd, cwd=course, env=environ(facts), capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        cmd, cwd=course, env=environ(facts), capture_output=True, text=True, timeout=120
+    )
 
 
 def sentences(stderr):
@@ -63,7 +71,10 @@ def test_old_python_stops_with_one_sentence_before_anything(course, target):
 @pytest.mark.parametrize(
     "facts, names",
     [
-        ("system=Windows machine=AMD64", ["WSL2", "https://learn.microsoft.com/windows/wsl/install"]),
+        (
+            "system=Windows machine=AMD64",
+            ["WSL2", "https://learn.microsoft.com/windows/wsl/install"],
+        ),
         ("system=MINGW64_NT-10.0-19045 machine=x86_64", ["WSL2"]),
         ("system=MSYS_NT-10.0-19045 machine=x86_64", ["WSL2"]),
         ("system=CYGWIN_NT-10.0-19045 machine=x86_64", ["WSL2"]),
@@ -89,12 +100,16 @@ def test_platforms_that_can_install_pass(course, facts):
 
 def test_broken_venv_is_rebuilt_a_working_one_kept_and_a_conda_one_never_removed(course):
     venv = course / ".venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)  # a failed attempt
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True
+    )  # a failed attempt
     assert not pip_works(venv)
     result = check(course, "--venv", ".venv")
     assert result.returncode == 0 and pip_works(venv), result.stderr
     (venv / "lib" / "kept").write_text("")
-    assert check(course, "--venv", ".venv").returncode == 0 and (venv / "lib" / "kept").exists()  # used as is
+    assert (
+        check(course, "--venv", ".venv").returncode == 0 and (venv / "lib" / "kept").exists()
+    )  # used as is
 
     # A stand-in for `make lab VENV="$CONDA_PREFIX"`: an environment the Makefile did not make.
     (venv / "conda-meta").mkdir()
@@ -103,7 +118,9 @@ def test_broken_venv_is_rebuilt_a_working_one_kept_and_a_conda_one_never_removed
     python.write_text("#!/bin/sh\nexit 1\n")  # a python that does not run
     python.chmod(0o755)
     broken = check(course, "--venv", ".venv")
-    assert broken.returncode == 1 and "environment.yml" in sentences(broken.stderr)[-1], broken.stderr
+    assert broken.returncode == 1 and "environment.yml" in sentences(broken.stderr)[-1], (
+        broken.stderr
+    )
     assert (venv / "conda-meta").is_dir() and (venv / "lib" / "kept").exists()
 
 
@@ -142,7 +159,9 @@ def test_missing_venv_module_names_the_package(course, tmp_path):
         ("NVIDIA H100 80GB HBM3, 580.65.06, 9.0", False),
     ],
 )
-def test_a_gpu_the_pinned_torch_cannot_use_is_named_and_other_files_are_kept(course, tmp_path, gpu, warned):
+def test_a_gpu_the_pinned_torch_cannot_use_is_named_and_other_files_are_kept(
+    course, tmp_path, gpu, warned
+):
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "nvidia-smi").write_text(f"#!/bin/sh\necho '{gpu}'\n")
     (tmp_path / "bin" / "nvidia-smi").chmod(0o755)

@@ -23,14 +23,18 @@ def _code_cells(path):
     return [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
 
 
-SHOWN = [(p, c) for p in NOTEBOOKS for c in _code_cells(p) if "show_gpu_output(" in "".join(c["source"])]
+SHOWN = [
+    (p, c) for p in NOTEBOOKS for c in _code_cells(p) if "show_gpu_output(" in "".join(c["source"])
+]
 SHOWN = [(path, cell) for path, cell in SHOWN if cell["id"] != "colab-setup"]
 
 
 def _call(cell):
     """The cell's show_gpu_output call, its last statement, as (cell id, depends_on)."""
     call = ast.parse("".join(cell["source"])).body[-1].value
-    assert ast.unparse(call.func) == "show_gpu_output", f"{cell['id']}: the last line is not the call"
+    assert ast.unparse(call.func) == "show_gpu_output", (
+        f"{cell['id']}: the last line is not the call"
+    )
     keywords = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
     return ast.literal_eval(call.args[0]), tuple(keywords.get("depends_on", ()))
 
@@ -39,11 +43,15 @@ def test_every_notebook_imports_it_and_each_call_names_its_own_cell_last():
     assert {path.name[:2] for path, _ in SHOWN} == {path.name[:2] for path in NOTEBOOKS}
     for path in NOTEBOOKS:
         setup = next(c for c in _code_cells(path) if "describe_devices()" in "".join(c["source"]))
-        assert "from helpers.recorded import show_gpu_output" in "".join(setup["source"]).splitlines()
+        assert (
+            "from helpers.recorded import show_gpu_output" in "".join(setup["source"]).splitlines()
+        )
     for path, cell in SHOWN:
         shown_id, depends_on = _call(cell)
         ids = [c["id"] for c in _code_cells(path)]
-        assert shown_id == cell["id"] and set(depends_on) <= set(ids[: ids.index(cell["id"])]), cell["id"]
+        assert shown_id == cell["id"] and set(depends_on) <= set(ids[: ids.index(cell["id"])]), (
+            cell["id"]
+        )
 
 
 def test_the_comparison_ignores_only_the_added_lines():
@@ -69,15 +77,20 @@ def test_each_recording_is_shown_only_for_the_cell_as_it_is_now(capsys):
         if recording is not None and recording.current:
             assert out.startswith(f"── what this cell printed on a GPU: {recording.label}")
             for output in recording.outputs:
-                first = next((line for line in "".join(output.get("text", "")).splitlines() if line), "")
+                first = next(
+                    (line for line in "".join(output.get("text", "")).splitlines() if line), ""
+                )
                 assert first in out, f"{cell['id']}: the recorded line {first!r} was not shown"
         else:
             assert (
-                out.startswith(f"[No GPU output to show: {why}. On a machine with a GPU") and "──" not in out
+                out.startswith(f"[No GPU output to show: {why}. On a machine with a GPU")
+                and "──" not in out
             )
             stale += [cell["id"]] if recording else []
     if stale:  # reported, not a failure: the next `make gpu-check` on a GPU records them again
-        warnings.warn(f"GPU recordings older than their cells (not shown): {', '.join(stale)}", stacklevel=1)
+        warnings.warn(
+            f"GPU recordings older than their cells (not shown): {', '.join(stale)}", stacklevel=1
+        )
 
 
 def _fake_run(tmp_path, name, date, edit=None, **run):
@@ -90,12 +103,22 @@ def _fake_run(tmp_path, name, date, edit=None, **run):
     (tmp_path / name / "notebooks" / RECORDED_00.name).write_text(json.dumps(notebook))
 
 
-def test_the_newest_recording_of_the_cell_as_it_is_wins_and_a_stale_one_is_not_shown(tmp_path, capsys):
+def test_the_newest_recording_of_the_cell_as_it_is_wins_and_a_stale_one_is_not_shown(
+    tmp_path, capsys
+):
     _fake_run(tmp_path, "older-gpu", "2026-01-01")
     _fake_run(tmp_path, "newer-gpu", "2026-12-31")
     _fake_run(tmp_path, "newest-but-stale", "2027-06-01", edit="00-04")
-    _fake_run(tmp_path, "newest-on-old-data", "2027-07-01", data="synthetic", stand_in=STAND_IN_VERSION - 1)
-    assert find_recording("00-06", root=tmp_path)[0].path.parts[-3] == "newest-but-stale"  # 00-06 unchanged
+    _fake_run(
+        tmp_path,
+        "newest-on-old-data",
+        "2027-07-01",
+        data="synthetic",
+        stand_in=STAND_IN_VERSION - 1,
+    )
+    assert (
+        find_recording("00-06", root=tmp_path)[0].path.parts[-3] == "newest-but-stale"
+    )  # 00-06 unchanged
     recording, why = find_recording("00-06", depends_on=["00-04"], root=tmp_path)
     assert recording.path.parts[-3] == "newer-gpu" and recording.current and why == ""
     shutil.rmtree(tmp_path / "newer-gpu")
@@ -127,7 +150,9 @@ def test_a_cell_id_no_notebook_has_is_refused(cell_id, depends_on, words):
 
 def test_the_recordings_of_a_fetched_course_are_read_there(tmp_path, monkeypatch, capsys):
     assert recordings_root() == ROOT / "results" / "gpu"
-    monkeypatch.setenv(CHECKOUT_VARIABLE, str(tmp_path / "nothing-here"))  # no course: the repository's
+    monkeypatch.setenv(
+        CHECKOUT_VARIABLE, str(tmp_path / "nothing-here")
+    )  # no course: the repository's
     assert recordings_root() == ROOT / "results" / "gpu"
     course = tmp_path / "gpu-course"  # as the setup cell on Colab and Kaggle fetches it
     (course / "notebooks").mkdir(parents=True)

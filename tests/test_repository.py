@@ -19,7 +19,9 @@ HAS_GIT = shutil.which("git") is not None and (ROOT / ".git").exists()
 
 
 def _pins(path: Path) -> dict[str, str]:
-    lines = (line.split("#")[0].strip().lstrip("- ").strip() for line in path.read_text().splitlines())
+    lines = (
+        line.split("#")[0].strip().lstrip("- ").strip() for line in path.read_text().splitlines()
+    )
     found = (re.fullmatch(r"([A-Za-z0-9_.\-\[\]]+)==(\S+)", line) for line in lines)
     return {match[1].lower(): match[2] for match in found if match}
 
@@ -42,7 +44,9 @@ def _what_git_would_commit(path: Path, objects: Path) -> str:
     stored = subprocess.run(hashed, cwd=ROOT, env=env, capture_output=True, text=True)
     assert stored.returncode == 0, stored.stderr
     blob = ["git", "cat-file", "blob", stored.stdout.strip()]
-    return subprocess.run(blob, cwd=ROOT, env=env, capture_output=True, check=True).stdout.decode("utf-8")
+    return subprocess.run(blob, cwd=ROOT, env=env, capture_output=True, check=True).stdout.decode(
+        "utf-8"
+    )
 
 
 def test_every_notebook_is_stored_stripped_and_as_jupyter_writes_it(tmp_path):

@@ -60,7 +60,9 @@ def test_time_calls_leaves_the_warmup_out():
 def test_autorange_times_with_a_clock_that_waits_for_the_device(waits):
     x = torch.randn(64, 64)
     m = autorange(lambda: x @ x, min_run_time=0.01)
-    assert m.median > 0 and m.num_threads == torch.get_num_threads() and len(waits) >= 2 * len(m.times)
+    assert (
+        m.median > 0 and m.num_threads == torch.get_num_threads() and len(waits) >= 2 * len(m.times)
+    )
 
 
 @pytest.mark.parametrize(
@@ -81,7 +83,11 @@ def test_autorange_times_with_a_clock_that_waits_for_the_device(waits):
         (lambda: load_results("Makefile"), ValueError, "results_dir"),
         (lambda: load_results("no-such-folder"), ValueError, "results_dir"),
         (lambda: load_results("results", device_type="gpu"), ValueError, "'cuda'"),
-        (lambda: load_results("results", quick="yes"), TypeError, "quick must be True, False or None"),
+        (
+            lambda: load_results("results", quick="yes"),
+            TypeError,
+            "quick must be True, False or None",
+        ),
     ],
 )
 def test_bad_arguments_are_named(call, error, words):
@@ -91,7 +97,9 @@ def test_bad_arguments_are_named(call, error, words):
 
 @pytest.mark.parametrize("text", ["{not json", json.dumps({"device": {}}), "[]"])
 def test_load_results_refuses_a_file_that_is_no_result(tmp_path, text, monkeypatch):
-    monkeypatch.setattr(timing, "results_dir", lambda: tmp_path / "none yet")  # not made by make bench yet
+    monkeypatch.setattr(
+        timing, "results_dir", lambda: tmp_path / "none yet"
+    )  # not made by make bench yet
     assert load_results(tmp_path) == [] and load_results(tmp_path / "none yet") == []
     (tmp_path / "bench-other.json").write_text(text)
     with pytest.raises(ValueError, match="bench-other.json is not a result of make bench"):
@@ -99,9 +107,18 @@ def test_load_results_refuses_a_file_that_is_no_result(tmp_path, text, monkeypat
 
 
 def test_load_results_keeps_the_device_type_and_the_quick_runs_asked_for_oldest_first(tmp_path):
-    runs = [("gpu", "cuda", 0, "2026-02"), ("old", "cuda", 0, "2026-01"), ("cpu", "cpu", 0, "2026-03")]
+    runs = [
+        ("gpu", "cuda", 0, "2026-02"),
+        ("old", "cuda", 0, "2026-01"),
+        ("cpu", "cpu", 0, "2026-03"),
+    ]
     for name, kind, quick, date in [*runs, ("quick", "cuda", 1, "2026-04")]:
-        result = {"device": {"type": kind}, "versions": {}, "date": date, "settings": {"quick": quick}}
+        result = {
+            "device": {"type": kind},
+            "versions": {},
+            "date": date,
+            "settings": {"quick": quick},
+        }
         (tmp_path / f"bench-{name}.json").write_text(json.dumps({**result, "summary": {}}))
     names = [Path(r["path"]).name for r in load_results(tmp_path, device_type="cuda")]
     assert names == ["bench-old.json", "bench-gpu.json"]

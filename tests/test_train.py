@@ -26,7 +26,9 @@ def test_training_learns_and_returns_python_floats():
     torch.manual_seed(0)
     model = nn.Linear(4, 2)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    losses = [train_one_epoch(model, _loader(), LOSS, optimizer, "cpu", progress=False) for _ in range(5)]
+    losses = [
+        train_one_epoch(model, _loader(), LOSS, optimizer, "cpu", progress=False) for _ in range(5)
+    ]
     assert all(type(loss) is float and type(accuracy) is float for loss, accuracy in losses)
     assert losses[-1][0] < losses[0][0] and losses[-1][1] > 0.9 and model.training
 
@@ -40,15 +42,21 @@ def test_evaluate_gives_the_mean_loss_per_sample_and_the_accuracy(reduction, bat
         expected_loss = nn.functional.cross_entropy(model(x), y).item()
         expected_accuracy = (model(x).argmax(1) == y).float().mean().item()
     loss_fn = nn.CrossEntropyLoss(reduction=reduction)
-    loss, accuracy = evaluate(model.train(), _loader(batch_size=batch_size), loss_fn, "cpu", progress=False)
-    assert loss == pytest.approx(expected_loss, rel=1e-5) and accuracy == pytest.approx(expected_accuracy)
+    loss, accuracy = evaluate(
+        model.train(), _loader(batch_size=batch_size), loss_fn, "cpu", progress=False
+    )
+    assert loss == pytest.approx(expected_loss, rel=1e-5) and accuracy == pytest.approx(
+        expected_accuracy
+    )
     assert not model.training and all(p.grad is None for p in model.parameters())
 
 
 def test_a_writer_gets_the_batch_loss_every_100_steps_and_each_epochs_means():
     model, writer = nn.Linear(4, 2), Mock()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    train_one_epoch(model, _loader(250, 1), LOSS, optimizer, "cpu", writer=writer, epoch=2, progress=False)
+    train_one_epoch(
+        model, _loader(250, 1), LOSS, optimizer, "cpu", writer=writer, epoch=2, progress=False
+    )
     evaluate(model, _loader(), LOSS, "cpu", writer=writer, epoch=2, progress=False)
     logged = [(call.args[0], call.args[2]) for call in writer.add_scalar.call_args_list]
     assert [step for tag, step in logged if tag == "train/batch_loss"] == [500, 600, 700]
@@ -70,7 +78,12 @@ def test_each_call_makes_exactly_one_pass_over_the_loader(progress):
 
     model = nn.Linear(4, 2)
     train_one_epoch(
-        model, Counting(), LOSS, torch.optim.SGD(model.parameters(), lr=0.1), "cpu", progress=progress
+        model,
+        Counting(),
+        LOSS,
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        "cpu",
+        progress=progress,
     )
     evaluate(model, Counting(), LOSS, "cpu", progress=progress)
     assert Counting.passes == 2
@@ -106,7 +119,11 @@ class _Pair(nn.Linear):
         ({"loader": [torch.randn(2, 4)]}, TypeError, "batch 0 is a Tensor"),
         ({"loader": [{"x": 1, "y": 2}]}, TypeError, "batch 0 is a dict"),
         ({"loss_fn": nn.CrossEntropyLoss}, TypeError, r"nn.CrossEntropyLoss\(\)"),
-        ({"loss_fn": nn.CrossEntropyLoss(reduction="none")}, ValueError, "not one number.*reduction='mean'"),
+        (
+            {"loss_fn": nn.CrossEntropyLoss(reduction="none")},
+            ValueError,
+            "not one number.*reduction='mean'",
+        ),
         ({"loss_fn": lambda outputs, targets: 1.0}, ValueError, "not one number"),
         ({"device": "gpu"}, ValueError, "'gpu'.*'cuda'"),
         ({"device": None}, TypeError, "device must be a device.*pick_device"),
@@ -117,15 +134,29 @@ class _Pair(nn.Linear):
         ({"epoch": -1}, ValueError, "epoch"),
         ({"progress": "no"}, TypeError, "progress must be True or False"),
         ({"model": nn.Linear(4, 1)}, TypeError, r"returned \(32, 1\).*classes >= 2"),
-        ({"loader": _loader(targets=lambda y: y.float())}, TypeError, r"float32 \(32,\).*labels.long\(\)"),
+        (
+            {"loader": _loader(targets=lambda y: y.float())},
+            TypeError,
+            r"float32 \(32,\).*labels.long\(\)",
+        ),
         ({"loader": _loader(targets=lambda y: y[:, None])}, TypeError, r"\(32, 1\).*squeeze\(1\)"),
-        ({"loader": _loader(targets=lambda y: nn.functional.one_hot(y).float())}, TypeError, "argmax"),
+        (
+            {"loader": _loader(targets=lambda y: nn.functional.one_hot(y).float())},
+            TypeError,
+            "argmax",
+        ),
         ({"loader": [(torch.randn(2, 4), [0, 1])]}, TypeError, r"\[0, 1\], not class numbers"),
     ],
 )
 def test_what_the_loops_cannot_use_is_named_and_changes_nothing(loop, change, error, words):
     model = nn.Linear(4, 2)
-    kwargs = {"model": model, "loader": _loader(), "loss_fn": LOSS, "device": "cpu", "progress": False}
+    kwargs = {
+        "model": model,
+        "loader": _loader(),
+        "loss_fn": LOSS,
+        "device": "cpu",
+        "progress": False,
+    }
     kwargs.update(change)
     if loop == "train":  # an optimizer for the model given, where it has parameters
         given = list(kwargs["model"].parameters()) if isinstance(kwargs["model"], nn.Module) else []
@@ -139,9 +170,17 @@ def test_what_the_loops_cannot_use_is_named_and_changes_nothing(loop, change, er
 @pytest.mark.parametrize(
     ("optimizer", "error", "words"),
     [
-        (torch.optim.SGD, TypeError, "optimizer is <class.*SGD\\(model.parameters\\(\\), lr=0.01\\)"),
+        (
+            torch.optim.SGD,
+            TypeError,
+            "optimizer is <class.*SGD\\(model.parameters\\(\\), lr=0.01\\)",
+        ),
         ("sgd", TypeError, "optimizer is 'sgd'"),
-        (torch.optim.SGD(nn.Linear(4, 2).parameters(), lr=0.1), ValueError, "another model.*make it again"),
+        (
+            torch.optim.SGD(nn.Linear(4, 2).parameters(), lr=0.1),
+            ValueError,
+            "another model.*make it again",
+        ),
     ],
 )
 def test_an_optimizer_that_cannot_train_this_model_is_named(optimizer, error, words):
@@ -154,4 +193,7 @@ def test_training_on_the_gpu():
     model = nn.Linear(4, 2).cuda()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     loss, accuracy = train_one_epoch(model, _loader(), LOSS, optimizer, "cuda", progress=False)
-    assert isinstance(loss, float) and evaluate(model, _loader(), LOSS, torch.device("cuda:0"))[1] > 0.5
+    assert (
+        isinstance(loss, float)
+        and evaluate(model, _loader(), LOSS, torch.device("cuda:0"))[1] > 0.5
+    )

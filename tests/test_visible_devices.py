@@ -12,8 +12,15 @@ from helpers import devices
 from helpers.devices import gpus_in_fresh_processes
 
 HIDE_ALL = {"CUDA_VISIBLE_DEVICES": ""}
-LATE = {"env": {"PYTORCH_NVML_BASED_CUDA_CHECK": "0"}, "set_in_code": HIDE_ALL, "after_is_available": True}
-CASES = {"hidden in code": {"set_in_code": HIDE_ALL}, "hidden too late": LATE}  # two processes, side by side
+LATE = {
+    "env": {"PYTORCH_NVML_BASED_CUDA_CHECK": "0"},
+    "set_in_code": HIDE_ALL,
+    "after_is_available": True,
+}
+CASES = {
+    "hidden in code": {"set_in_code": HIDE_ALL},
+    "hidden too late": LATE,
+}  # two processes, side by side
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +46,9 @@ def test_hiding_gpus_works_before_cuda_starts_and_not_after(found):
     assert list(found) == list(CASES)  # the names, in the order given
     assert found["hidden in code"].usable == 0
     late = found["hidden too late"]
-    assert late.usable == torch.cuda.device_count()  # CUDA had started: the variable changed nothing
+    assert (
+        late.usable == torch.cuda.device_count()
+    )  # CUDA had started: the variable changed nothing
     if late.usable:  # tensors land on cuda:0, while device_count() follows the variable
         assert late.default_device == "cuda:0" and late.device_count_before == 0
     else:

@@ -65,7 +65,11 @@ def _brief_traceback(shell, etype, value, tb, tb_offset=None) -> list[str]:
 def show_failures_briefly() -> None:
     """In IPython, show every ``CheckFailed`` as its message alone; leave another handler alone."""
     shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
-    if shell is not None and hasattr(shell, "set_custom_exc") and not getattr(shell, "custom_exceptions", ()):
+    if (
+        shell is not None
+        and hasattr(shell, "set_custom_exc")
+        and not getattr(shell, "custom_exceptions", ())
+    ):
         shell.set_custom_exc((CheckFailed,), _brief_traceback)
 
 
@@ -77,7 +81,9 @@ def _shown(message: str, max_lines: int) -> str:
     lines = [line.rstrip() for line in _ANSI.sub("", message).splitlines() if line.strip()]
     if len(lines) > max_lines:
         more = len(lines) - max_lines
-        lines = lines[:max_lines] + ([f"... ({more} more line{'s' * (more != 1)})"] if max_lines > 1 else [])
+        lines = lines[:max_lines] + (
+            [f"... ({more} more line{'s' * (more != 1)})"] if max_lines > 1 else []
+        )
     return "\n    ".join(line.strip() if index else line for index, line in enumerate(lines))
 
 
@@ -96,17 +102,28 @@ class expect:  # lower case: it reads like a keyword, `with expect(TypeError, "c
     MAX_LINES = 8
 
     def __init__(
-        self, error_type: type[BaseException], *fragments: str, label: str | None = None, brief: bool = False
+        self,
+        error_type: type[BaseException],
+        *fragments: str,
+        label: str | None = None,
+        brief: bool = False,
     ) -> None:
         if not (isinstance(error_type, type) and issubclass(error_type, BaseException)):
             raise TypeError(f"expect() takes an exception class first, got {error_type!r}")
-        self.error_type, self.fragments, self.label, self.brief = error_type, fragments, label, brief
+        self.error_type, self.fragments, self.label, self.brief = (
+            error_type,
+            fragments,
+            label,
+            brief,
+        )
         self.error: BaseException | None = None
 
     def __enter__(self) -> expect:
         return self
 
-    def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: TracebackType | None) -> bool:
+    def __exit__(
+        self, exc_type: type | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
         name = self.error_type.__name__
         if exc is None:
             raise AssertionError(f"expected {name}, but the block ran without an error")
@@ -114,7 +131,9 @@ class expect:  # lower case: it reads like a keyword, `with expect(TypeError, "c
             raise AssertionError(f"expected {name}, got {type(exc).__name__}: {exc}") from exc
         message = str(exc)
         if self.fragments and not any(fragment in message for fragment in self.fragments):
-            raise AssertionError(f"{name} raised, but its message has none of {self.fragments}: {message}")
+            raise AssertionError(
+                f"{name} raised, but its message has none of {self.fragments}: {message}"
+            )
         self.error = exc
         text = _shown(message, 1 if self.brief else self.MAX_LINES)
         print(f"{self.label}: {name}: {text}" if self.label else f"{name}: {text}")

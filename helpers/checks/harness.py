@@ -42,7 +42,9 @@ def describe(value: Any) -> str:
     """What ``value`` is, in a few words, for a message: "a list of 3 items", "the float 2.5"."""
     if value is None or isinstance(value, bool):
         return repr(value)
-    if inspect.ismethod(value) or isinstance(getattr(value, "__self__", None), torch.Tensor | nn.Module):
+    if inspect.ismethod(value) or isinstance(
+        getattr(value, "__self__", None), torch.Tensor | nn.Module
+    ):
         return f"the method {value.__name__} itself (without the () that call it)"
     if isinstance(value, torch.Tensor):
         dtype = str(value.dtype).removeprefix("torch.")
@@ -71,26 +73,43 @@ def where(device: torch.device) -> str:
 
 # ---- stubs and the exercise decorator ---------------------------------------------------------
 
-_QUIET = {"RESUME", "NOP", "CACHE", "EXTENDED_ARG", "RETURN_VALUE", "POP_TOP", "NOT_TAKEN", "RETURN_CONST"}
+_QUIET = {
+    "RESUME",
+    "NOP",
+    "CACHE",
+    "EXTENDED_ARG",
+    "RETURN_VALUE",
+    "POP_TOP",
+    "NOT_TAKEN",
+    "RETURN_CONST",
+}
 _RAISE = {"LOAD_GLOBAL", "LOAD_NAME", "PUSH_NULL", "PRECALL", "CALL", "RAISE_VARARGS", "LOAD_CONST"}
 
 
 def is_stub(function: Any) -> bool:
     """Whether ``function`` does nothing: ``...``, ``pass``, a docstring, ``raise NotImplementedError``."""
     code = getattr(function, "__code__", None)
-    if not isinstance(code, types.CodeType) or code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE):
+    if not isinstance(code, types.CodeType) or code.co_flags & (
+        inspect.CO_GENERATOR | inspect.CO_COROUTINE
+    ):
         return False
-    allowed = _QUIET | _RAISE if code.co_names == ("NotImplementedError",) else _QUIET | {"LOAD_CONST"}
+    allowed = (
+        _QUIET | _RAISE if code.co_names == ("NotImplementedError",) else _QUIET | {"LOAD_CONST"}
+    )
     for op in dis.get_instructions(code):
         if op.opname not in allowed:
             return False
-        constant = op.opname in {"LOAD_CONST", "RETURN_CONST"} and code.co_names != ("NotImplementedError",)
+        constant = op.opname in {"LOAD_CONST", "RETURN_CONST"} and code.co_names != (
+            "NotImplementedError",
+        )
         if constant and op.argval is not None and op.argval is not Ellipsis:
             return False
     return True
 
 
-_NOTES: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("check_notes", default=None)
+_NOTES: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "check_notes", default=None
+)
 
 
 def exercise(task: str) -> Callable[[Callable[[Callable], str]], Callable[[Callable], bool]]:
@@ -150,7 +169,9 @@ class StandInCannot(Exception):
 class LearnerError(CheckFailed):
     """An exception from the learner's code, told as a sentence; ``error`` is the exception itself."""
 
-    def __init__(self, mistake: str, fix: str, details: tuple[str, ...], error: BaseException) -> None:
+    def __init__(
+        self, mistake: str, fix: str, details: tuple[str, ...], error: BaseException
+    ) -> None:
         super().__init__(mistake, fix, details)
         self.error = error
 
@@ -185,11 +206,27 @@ _EXPLAINED = (
         "mixed tensors on two devices",
         "move all to one device",
     ),
-    (("device type for generator",), "drew on the device with a CPU generator", "use a generator there"),
-    (("to numpy", "Use Tensor.cpu()"), "called .numpy() on a tensor not on the CPU", "call .cpu() first"),
+    (
+        ("device type for generator",),
+        "drew on the device with a CPU generator",
+        "use a generator there",
+    ),
+    (
+        ("to numpy", "Use Tensor.cpu()"),
+        "called .numpy() on a tensor not on the CPU",
+        "call .cpu() first",
+    ),
     (("requires grad",), "called .numpy() on a tensor that requires grad", "call .detach() first"),
-    (("flags of leaf",), "switched off requires_grad of a computed tensor", "use .detach(), a copy"),
-    (("CUDA", "cuda", "NVIDIA"), "used CUDA where there is no GPU", "use what the function is given instead"),
+    (
+        ("flags of leaf",),
+        "switched off requires_grad of a computed tensor",
+        "use .detach(), a copy",
+    ),
+    (
+        ("CUDA", "cuda", "NVIDIA"),
+        "used CUDA where there is no GPU",
+        "use what the function is given instead",
+    ),
 )
 
 
@@ -205,9 +242,14 @@ def _explain(error: BaseException, name: str, filename: str = "") -> tuple[str, 
     for words, meaning, fix in _EXPLAINED:
         if any(word in message for word in words):
             return f"{name} {meaning}", fix
-    at_the_call = not _learner_line(error.__traceback__, filename)  # raised before its first line ran
+    at_the_call = not _learner_line(
+        error.__traceback__, filename
+    )  # raised before its first line ran
     if isinstance(error, TypeError) and "argument" in message and at_the_call:
-        return f"{name} does not take the arguments the check gives it", "keep the stub's first line as it is"
+        return (
+            f"{name} does not take the arguments the check gives it",
+            "keep the stub's first line as it is",
+        )
     return f"{name} raised {type(error).__name__}", "read the error below and fix the function"
 
 
@@ -215,7 +257,9 @@ def _explain(error: BaseException, name: str, filename: str = "") -> tuple[str, 
 
 
 def _is_cuda(value: Any) -> bool:
-    return (isinstance(value, str) and value.startswith("cuda")) or getattr(value, "type", None) == "cuda"
+    return (isinstance(value, str) and value.startswith("cuda")) or getattr(
+        value, "type", None
+    ) == "cuda"
 
 
 def _cuda_in(values: Any, depth: int = 0) -> str | None:
@@ -236,7 +280,11 @@ def _to_meta(value: Any) -> Any:
     return value
 
 
-_PRINTS = (torch.Tensor.__repr__, torch.Tensor.__format__, torch.Tensor.__str__)  # each reads the values
+_PRINTS = (
+    torch.Tensor.__repr__,
+    torch.Tensor.__format__,
+    torch.Tensor.__str__,
+)  # each reads the values
 
 
 class _Guard(TorchFunctionMode):
@@ -252,7 +300,10 @@ class _Guard(TorchFunctionMode):
         if m.cuda == "meta":
             if func is torch.Tensor.cuda:
                 return args[0].to("meta")
-            args, kwargs = tuple(_to_meta(a) for a in args), {k: _to_meta(v) for k, v in kwargs.items()}
+            args, kwargs = (
+                tuple(_to_meta(a) for a in args),
+                {k: _to_meta(v) for k, v in kwargs.items()},
+            )
         elif m.cuda != "real":
             how = ".cuda()" if func is torch.Tensor.cuda else _cuda_in((*args, *kwargs.values()))
             if how:
@@ -265,7 +316,11 @@ class _Guard(TorchFunctionMode):
         if m.copies_refused and m.device.type != "cpu":
             _refuse_copy(func, args, kwargs)
         generator, device = kwargs.get("generator"), kwargs.get("device")
-        on_meta = m.device.type == "meta" and isinstance(generator, torch.Generator) and device is not None
+        on_meta = (
+            m.device.type == "meta"
+            and isinstance(generator, torch.Generator)
+            and device is not None
+        )
         if on_meta and torch.device(device).type != generator.device.type:
             raise RuntimeError("Expected a 'cuda' device type for generator but found 'cpu'")
         return func(*args, **kwargs)
@@ -274,8 +329,13 @@ class _Guard(TorchFunctionMode):
 def _refuse_copy(func: Callable, args: tuple, kwargs: dict) -> None:
     """For checks that want values made on the device: refuse a copy from the CPU, or from data."""
     fix = "make them on the device directly, with device=device"
-    if func in (torch.tensor, torch.as_tensor, torch.from_numpy) and kwargs.get("device") is not None:
-        raise Forbidden(f"the values were made from data with torch.{func.__name__}, then copied", fix)
+    if (
+        func in (torch.tensor, torch.as_tensor, torch.from_numpy)
+        and kwargs.get("device") is not None
+    ):
+        raise Forbidden(
+            f"the values were made from data with torch.{func.__name__}, then copied", fix
+        )
     moves = (torch.Tensor.to, torch.Tensor.cuda, torch.Tensor.copy_)
     if func in moves and isinstance(args[0], torch.Tensor) and args[0].device.type == "cpu":
         raise Forbidden(f"the values were made on cpu and then copied with .{func.__name__}()", fix)
@@ -285,11 +345,24 @@ class Machine:
     """Where a check runs the learner's function: ``device`` to give it, and how CUDA behaves (``cuda``)."""
 
     def __init__(
-        self, device: torch.device, cuda: str = "refused", available: bool | None = None, copies_refused=False
+        self,
+        device: torch.device,
+        cuda: str = "refused",
+        available: bool | None = None,
+        copies_refused=False,
     ) -> None:
-        self.device, self.cuda, self.available, self.copies_refused = device, cuda, available, copies_refused
-        self.refused: CudaRefused | None = None  # kept: a refusal the learner's code caught still counts
-        self.forbidden: dict[Callable, tuple[str, str]] = {}  # torch function: (mistake, fix) if called
+        self.device, self.cuda, self.available, self.copies_refused = (
+            device,
+            cuda,
+            available,
+            copies_refused,
+        )
+        self.refused: CudaRefused | None = (
+            None  # kept: a refusal the learner's code caught still counts
+        )
+        self.forbidden: dict[
+            Callable, tuple[str, str]
+        ] = {}  # torch function: (mistake, fix) if called
 
     @classmethod
     def cpu(cls) -> Machine:
@@ -322,7 +395,9 @@ class Machine:
         """
         name = getattr(function, "__name__", "your function").replace("<lambda>", "your function")
         if self.device.type == "meta" and _NOTES.get() is not None and real_gpu() is None:
-            _NOTES.get().append("no GPU here: meta stood in for one; the numbers were checked on the CPU")
+            _NOTES.get().append(
+                "no GPU here: meta stood in for one; the numbers were checked on the CPU"
+            )
         answer = torch.cuda.is_available if self.available is None else lambda: self.available
         self.refused = None
         try:
@@ -332,17 +407,29 @@ class Machine:
                 if consume is not None and lazy and hasattr(result, "__iter__"):
                     result = list(itertools.islice(iter(result), consume + 1))
                     if len(result) > consume:
-                        fail(f"{name} gave more than {consume} items", "stop after one pass over the data")
+                        fail(
+                            f"{name} gave more than {consume} items",
+                            "stop after one pass over the data",
+                        )
         except (CheckFailed, KeyboardInterrupt):
             raise
         except BaseException as error:  # SystemExit too: a learner's exit() must not end the kernel
             message = str(error)
-            no_values = isinstance(error, NotImplementedError) or "cannot be called on meta" in message
+            no_values = (
+                isinstance(error, NotImplementedError) or "cannot be called on meta" in message
+            )
             if self.device.type == "meta" and no_values and not isinstance(error, Forbidden):
                 if not reads:
-                    fail(f"{name} reads values back, or copies them off the device", "keep them there")
-                raise StandInCannot("it ran up to reading a value back, which meta cannot give") from None
-            code = getattr(getattr(function, "forward", function), "__code__", None)  # a module: its forward
+                    fail(
+                        f"{name} reads values back, or copies them off the device",
+                        "keep them there",
+                    )
+                raise StandInCannot(
+                    "it ran up to reading a value back, which meta cannot give"
+                ) from None
+            code = getattr(
+                getattr(function, "forward", function), "__code__", None
+            )  # a module: its forward
             filename = code.co_filename if code else ""
             mistake, fix = _explain(error, name, filename)
             line, said = (

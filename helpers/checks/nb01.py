@@ -11,12 +11,23 @@ import torch.nn.functional as F
 from torch import nn
 
 from helpers.checks import fail
-from helpers.checks.harness import LearnerError, Machine, StandInCannot, describe, device_machines, exercise
+from helpers.checks.harness import (
+    LearnerError,
+    Machine,
+    StandInCannot,
+    describe,
+    device_machines,
+    exercise,
+)
 from helpers.models import Tudui, count_parameters
 
 __all__ = ["check_cuda_batch", "check_cuda_model_and_loss", "check_tudui_with_relu"]
 
-_ASKED = ((torch.cuda, "device_count"), (torch.cuda, "current_device"), (torch.accelerator, "is_available"))
+_ASKED = (
+    (torch.cuda, "device_count"),
+    (torch.cuda, "current_device"),
+    (torch.accelerator, "is_available"),
+)
 
 
 def _run(m: Machine, function: Callable, *args: Any) -> Any:
@@ -24,18 +35,24 @@ def _run(m: Machine, function: Callable, *args: Any) -> Any:
     try:
         with contextlib.ExitStack() as told:
             if m.available is not None:  # what Machine leaves to the real torch.cuda
-                for (owner, name), answer in zip(_ASKED, (int(m.available), 0, m.available), strict=True):
+                for (owner, name), answer in zip(
+                    _ASKED, (int(m.available), 0, m.available), strict=True
+                ):
                     told.enter_context(mock.patch.object(owner, name, lambda answer=answer: answer))
             return m.run(function, *args)
     except LearnerError as error:
-        if m.cuda == "real" or not any(word in str(error.error) for word in ("cuda", "CUDA", "NVIDIA")):
+        if m.cuda == "real" or not any(
+            word in str(error.error) for word in ("cuda", "CUDA", "NVIDIA")
+        ):
             raise
         if m.available:  # the stand-in cannot answer what the learner asks about the GPU itself
             raise StandInCannot(f"it asked the GPU ({error.error})") from None
         raise error.instead(error.mistake, "do that only when torch.cuda.is_available()") from None
 
 
-def _check_pair(who: str, function: Callable, make: Callable[[], tuple], names: tuple[str, str]) -> None:
+def _check_pair(
+    who: str, function: Callable, make: Callable[[], tuple], names: tuple[str, str]
+) -> None:
     """Run ``function(*make())`` on every machine: it must return the two, moved where there is a GPU."""
     for m in [Machine.without_gpu(), Machine.with_stand_in_gpu(), *device_machines()[2:]]:
         with m.tried():
@@ -51,22 +68,32 @@ def _check_moved(m: Machine, returned: str, name: str, was: Any, got: Any) -> No
     if got is not was and not (isinstance(was, torch.Tensor) and isinstance(got, torch.Tensor)):
         what = f"another {name}" if isinstance(got, nn.Module) else f"{describe(got)} as {name}"
         fail(f"{returned} {what}", f"return {name} itself, moved")
-    held = [*got.parameters(), *got.buffers()] if isinstance(got, nn.Module) else [got]  # a loss's weights
+    held = (
+        [*got.parameters(), *got.buffers()] if isinstance(got, nn.Module) else [got]
+    )  # a loss's weights
     if m.device.type != "cpu" and any(t.device.type == "cpu" for t in held):
         fail(f"{name} was not moved to the GPU", f"keep what .cuda() gives, {name} = {name}.cuda()")
-    if isinstance(got, nn.Module) or got.dtype == was.dtype and (got.is_meta or torch.equal(got.cpu(), was)):
+    if (
+        isinstance(got, nn.Module)
+        or got.dtype == was.dtype
+        and (got.is_meta or torch.equal(got.cpu(), was))
+    ):
         return
     fail(f"{name} changed on the way, to {describe(got)}", f"move {name}, and change nothing else")
 
 
-@exercise("write cuda_batch(imgs, targets) to return them, moved with .cuda() when a GPU is available")
+@exercise(
+    "write cuda_batch(imgs, targets) to return them, moved with .cuda() when a GPU is available"
+)
 def check_cuda_batch(cuda_batch: Callable[[torch.Tensor, torch.Tensor], Any]) -> str:
     batch = lambda: (torch.rand(4, 3, 32, 32), torch.tensor([0, 1, 2, 3]))  # noqa: E731
     _check_pair("cuda_batch", cuda_batch, batch, ("imgs", "targets"))
     return "the batch goes to the GPU when there is one, and stays on the CPU when there is not"
 
 
-@exercise("write cuda_model_and_loss(model, loss_fn) to return both, moved by .cuda() if a GPU is available")
+@exercise(
+    "write cuda_model_and_loss(model, loss_fn) to return both, moved by .cuda() if a GPU is available"
+)
 def check_cuda_model_and_loss(cuda_model_and_loss: Callable[[nn.Module, nn.Module], Any]) -> str:
     pair = lambda: (Tudui(), nn.CrossEntropyLoss(weight=torch.ones(10)))  # noqa: E731
     _check_pair("cuda_model_and_loss", cuda_model_and_loss, pair, ("model", "loss_fn"))
@@ -74,7 +101,11 @@ def check_cuda_model_and_loss(cuda_model_and_loss: Callable[[nn.Module, nn.Modul
 
 
 _LAYERS = ("first convolution", "second convolution", "third convolution", "first linear layer")
-_SQUASHING = {"a ReLU": F.relu, "softmax": lambda x: x.softmax(1), "log_softmax": lambda x: x.log_softmax(1)}
+_SQUASHING = {
+    "a ReLU": F.relu,
+    "softmax": lambda x: x.softmax(1),
+    "log_softmax": lambda x: x.log_softmax(1),
+}
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -85,7 +116,9 @@ def _between(k: int, seen: list[tuple[torch.Tensor, torch.Tensor]]) -> str:
     """What comes between layer ``k``, which gave ``seen[k][1]``, and the next, given ``seen[k + 1][0]``."""
     tudui = (lambda x: x) if k == 3 else lambda x: F.max_pool2d(x, 2).flatten(1 if k == 2 else -1)
     expected = {"a ReLU": tudui(F.relu(seen[k][1])), "no ReLU": tudui(seen[k][1])}
-    return next((name for name, x in expected.items() if _same(seen[k + 1][0], x)), "another function")
+    return next(
+        (name for name, x in expected.items() if _same(seen[k + 1][0], x)), "another function"
+    )
 
 
 @exercise(
@@ -98,13 +131,19 @@ def check_tudui_with_relu(tudui_with_relu: Callable[[], nn.Module]) -> str:
         fail(f"tudui_with_relu returned {what}, not a network", "make the network and return it")
     if any(nn.parameter.is_lazy(p) for p in model.parameters()):
         fail(
-            "the network has lazy layers, whose sizes are not set yet", "give each layer its sizes, as Tudui"
+            "the network has lazy layers, whose sizes are not set yet",
+            "give each layer its sizes, as Tudui",
         )
     if (got := count_parameters(model)) != (expected := count_parameters(Tudui())):
-        fail(f"the network has {got:,} parameters, Tudui {expected:,}", "keep Tudui's layers, add only ReLUs")
+        fail(
+            f"the network has {got:,} parameters, Tudui {expected:,}",
+            "keep Tudui's layers, add only ReLUs",
+        )
     seen = []
 
-    def record(layer: nn.Module, args: tuple, out: Any) -> None:  # each layer's input and output, in order
+    def record(
+        layer: nn.Module, args: tuple, out: Any
+    ) -> None:  # each layer's input and output, in order
         if isinstance(layer, nn.Conv2d | nn.Linear):
             seen.append((args[0].clone(), out.clone()))  # before an in-place ReLU changes them
 
@@ -112,13 +151,24 @@ def check_tudui_with_relu(tudui_with_relu: Callable[[], nn.Module]) -> str:
     with torch.no_grad(), nn.modules.module.register_module_forward_hook(record):
         out = _run(m, model, images)
     if len(seen) != 5 or not isinstance(out, torch.Tensor) or out.shape != (16, 10):
-        fail(f"the network gives {describe(out)} from {len(seen)} layers", "keep Tudui's 5 layers, in order")
+        fail(
+            f"the network gives {describe(out)} from {len(seen)} layers",
+            "keep Tudui's 5 layers, in order",
+        )
     if not _same(out, last := seen[-1][1]):
-        what = next((name for name, f in _SQUASHING.items() if _same(out, f(last))), "another layer")
-        fail(f"{what} follows the last linear layer, but CrossEntropyLoss wants raw scores", "end with it")
+        what = next(
+            (name for name, f in _SQUASHING.items() if _same(out, f(last))), "another layer"
+        )
+        fail(
+            f"{what} follows the last linear layer, but CrossEntropyLoss wants raw scores",
+            "end with it",
+        )
     for k, layer in enumerate(_LAYERS):
         if (between := _between(k, seen)) != "a ReLU":
             fail(f"there is {between} after the {layer}", "put one nn.ReLU() there")
     if (relus := sum(isinstance(layer, nn.ReLU) for layer in model.modules())) > 4:
-        fail(f"the network has {relus} nn.ReLU layers, more than four", "keep one after each of the 4 layers")
+        fail(
+            f"the network has {relus} nn.ReLU layers, more than four",
+            "keep one after each of the 4 layers",
+        )
     return f"Tudui with four ReLUs: the same {expected:,} parameters, now with non-linearities"
