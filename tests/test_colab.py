@@ -184,7 +184,7 @@ from helpers.recorded import find_recording, recordings_root
 checkout = Path(os.environ[{course.CHECKOUT_VARIABLE!r}])
 notebook = json.loads(next(iter(sorted(checkout.glob("notebooks/00_*.ipynb")))).read_text())
 cells = [c for c in notebook["cells"] if c["cell_type"] == "code" and c["id"] != "colab-setup"]
-shown = next(c["id"] for c in cells if "show_gpu_output(" in "".join(c["source"]))
+shown = next(c["id"] for c in cells if "gpu-output" in c["metadata"].get("tags", []))
 recording, why = find_recording(shown)
 print("recordings:", recordings_root(), "|", recording.path if recording else why)
 """
