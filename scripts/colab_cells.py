@@ -112,7 +112,8 @@ if on_colab or on_kaggle:
     installed = subprocess.run(command, capture_output=True, text=True)
     if installed.returncode != 0:
         raise RuntimeError(f"Installing the helpers from {{checkout}} failed:\\n{{installed.stderr}}")
-    os.environ[{variable}] = str(checkout)  # helpers.recorded reads the recorded GPU runs there
+    # helpers.recorded reads the recorded GPU runs there
+    os.environ[{variable}] = str(checkout)
     importlib.invalidate_caches()  # let the import system see the new package
     import torch
 

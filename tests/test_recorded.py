@@ -230,7 +230,7 @@ def test_in_a_kernel_without_a_gpu_a_marked_cell_prints_its_recording_after_its_
         assert shown.count("GPUs: ") == 1 and recorded_text in shown
         assert shown.rstrip().endswith("── end of the GPU output ──")
 
-        edited = cells["00-04"].replace("print(f", "print('edited:', f")
+        edited = cells["00-04"] + "\nprint('edited')"
         assert "On a GPU" not in kernel.run(edited)  # the student's own code: only its own output
         assert kernel.run("print(1 + 1)") == "2\n"  # not a cell of the course
     finally:
