@@ -125,14 +125,14 @@ def test_the_newest_recording_of_the_cell_as_it_is_wins_and_a_stale_one_is_not_s
     old_stand_in = STAND_IN_VERSION - 1
     _fake_run(tmp_path, "newest-old-data", "2027-07-01", data="synthetic", stand_in=old_stand_in)
 
-    unchanged, _ = find_recording("00-06", root=tmp_path)
+    unchanged, _ = find_recording("00-12", root=tmp_path)
     assert unchanged.path.parts[-3] == "newest-but-stale"
-    recording, why = find_recording("00-06", depends_on=["00-04"], root=tmp_path)
+    recording, why = find_recording("00-12", depends_on=["00-04"], root=tmp_path)
     assert recording.path.parts[-3] == "newer-gpu" and recording.current and why == ""
 
     shutil.rmtree(tmp_path / "newer-gpu")
     shutil.rmtree(tmp_path / "older-gpu")
-    recording, why = find_recording("00-06", depends_on=["00-04"], root=tmp_path)
+    recording, why = find_recording("00-12", depends_on=["00-04"], root=tmp_path)
     assert not recording.current and "older version" in why
     show_recording("00-04", root=tmp_path)
     out = capsys.readouterr().out
