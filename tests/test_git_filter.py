@@ -79,6 +79,13 @@ def _run_notebook():
             "source": ["#"],
         },  # unfolded
         {"cell_type": "markdown", "id": "m-1", "metadata": {}, "source": ["# Título ✓"]},
+        {
+            **code,
+            "id": "a-2",
+            "metadata": {"tags": ["proof"], "cellView": "form"},  # unfolded by a student
+            "outputs": [output],
+            "source": ["# @title Check: x"],
+        },
     ]
     language = {"name": "python", "version": "3.11.7", "mimetype": "text/x-python"}
     metadata = {"kernelspec": KERNELSPEC, "language_info": language, "widgets": {"state": {}}}
@@ -87,7 +94,7 @@ def _run_notebook():
 
 def test_strip_removes_what_a_run_adds_and_keeps_the_lesson():
     stripped = tool.strip(_run_notebook())
-    first, setup, markdown = stripped["cells"]
+    first, setup, markdown, proof = stripped["cells"]
     assert first["outputs"] == [] and first["execution_count"] is None
     assert first["metadata"] == {"tags": ["raises-exception"]}  # tags stay: nbval reads them
     assert first["source"] == ["print('hello')\n", "x = 1"]  # as Jupyter stores it
@@ -99,6 +106,9 @@ def test_strip_removes_what_a_run_adds_and_keeps_the_lesson():
         "metadata": {},
         "source": ["# Título ✓"],
     }
+    # a proof cell stays folded too, whatever the student's view, and keeps its Colab form
+    proof_view = {"tags": ["proof"], "cellView": "form", "jupyter": {"source_hidden": True}}
+    assert proof["metadata"] == proof_view and proof["outputs"] == []
     assert stripped["metadata"] == {"kernelspec": KERNELSPEC, "language_info": {"name": "python"}}
 
 
