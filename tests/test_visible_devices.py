@@ -1,4 +1,4 @@
-"""Choosing GPUs: CUDA_VISIBLE_DEVICES in the environment and in os.environ, and seed 001's misspelling.
+"""Choosing GPUs: CUDA_VISIBLE_DEVICES in the environment and in os.environ, and a misspelling.
 
 Each count comes from a fresh Python process (CUDA reads the variable once, when it starts). Without
 a GPU every count is 0, so the counts prove their point only on a GPU; the parser test shows on any
