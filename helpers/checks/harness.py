@@ -53,6 +53,7 @@ __all__ = [
     "is_stub",
     "plural",
     "real_gpu",
+    "retell",
     "short",
 ]
 
@@ -505,7 +506,7 @@ class Machine:
         try:
             with self.patched(), _Guard(self), warnings.catch_warnings():
                 # the stand-in's own warning: loading values into meta tensors keeps none of them
-                warnings.filterwarnings("ignore", "copying from a non-meta parameter")
+                warnings.filterwarnings("ignore", ".*copying from a non-meta parameter")
                 result = function(*args, **kwargs)
                 result = _consumed(result, consume, name)
         except (CheckFailed, KeyboardInterrupt):
@@ -523,7 +524,8 @@ class Machine:
         message = str(error)
         ours = isinstance(error, ForbiddenCallError | GpuRefusedError | NoSuchGpuError)
         no_values = isinstance(error, NotImplementedError) or "cannot be called on meta" in message
-        if no_values and self.device.type == "meta" and not ours:
+        stood_in = self.device.type == "meta" or self.apple  # a Mac's mps is meta too
+        if no_values and stood_in and not ours:
             if not reads:
                 mistake = f"{name} reads values back, or copies them off the device"
                 return CheckFailed(mistake, "keep them there")

@@ -136,6 +136,14 @@ def _check_reads(rank: int, reads: list[int]) -> None:
             "every epoch had the same order",
             "call sampler.set_epoch(epoch) at the start of each epoch",
         )
+    unshuffled = list(
+        DistributedSampler(range(_SIZE), num_replicas=_WORLD, rank=rank, shuffle=False)
+    )
+    if reads == unshuffled * _EPOCHS:
+        fail(
+            f"process {rank} read its share in the stored order",
+            "keep DistributedSampler's shuffle=True, its default",
+        )
     if reads == sum(_orders(rank, range(1, _EPOCHS + 1)), []):
         fail("the orders are those of epochs 1 and 2", "number the epochs from 0: range(epochs)")
     if sorted(reads[:share]) == sorted(expected[0]):
@@ -203,6 +211,11 @@ _DDP_TOLD = (
     ),
     Told(r"twice", "joined the process group twice", "call init_process_group once"),
     Told(r"NCCL|nccl", "asked for NCCL, which needs GPUs", "join with the Gloo backend, 'gloo'"),
+    Told(
+        r"Connection closed|Connection reset|Timed out|peer",
+        "waited in a collective that another process never called",
+        "make every process call the same collectives, in the same order",
+    ),
     Told(
         r"mutually exclusive with shuffle",
         "gave the DataLoader shuffle=True and a sampler",

@@ -77,10 +77,22 @@ def _by_position(found: list[ast.AST], code: types.CodeType) -> ast.AST | None:
         for line, end_line, column, end_column in code.co_positions()
         if None not in (line, column) and (line, column) != (end_line, end_column)
     ]  # a span of no width belongs to no expression
+    if not positions:
+        return _constant_lambda(found, code)
     holding = [node for node in found if all(_spans(node, where) for where in positions)]
-    if not positions or not holding:
+    if not holding:
         return None
     return min(holding, key=_size)
+
+
+def _constant_lambda(found: list[ast.AST], code: types.CodeType) -> ast.AST | None:
+    """Python 3.12 gives no position to a lambda that returns a constant: match the constant."""
+    constants = [c for c in code.co_consts if c is not None] or [None]
+    for node in found:
+        body = getattr(node, "body", None)
+        if isinstance(body, ast.Constant) and body.value is constants[0] and len(constants) == 1:
+            return node
+    return None
 
 
 def _spans(node: ast.AST, where: tuple[int, int]) -> bool:
