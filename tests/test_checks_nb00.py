@@ -1,4 +1,5 @@
-"""helpers.checks.nb00: a table per exercise, of right answers (None) and mistakes (a part of the message)."""
+"""helpers.checks.nb00: a table per exercise, of right answers (None) and mistakes (a part of the
+message)."""
 
 import numpy as np
 import pytest
@@ -104,7 +105,11 @@ AS_FLOATS = [
     ("NumPy floats", lambda t: list(t.detach().numpy()), "holds float32, not only Python floats"),
     ("list(t)", lambda t: list(t), "one-element tensors"),
     ("a tensor", lambda t: t.detach().cpu(), "returned a float32 tensor"),
-    ("bare number", lambda t: t.tolist() if t.numel() > 1 else t.item(), "returned the float 0.378"),
+    (
+        "bare number",
+        lambda t: t.tolist() if t.numel() > 1 else t.item(),
+        "returned the float 0.378",
+    ),
     ("first only", lambda t: t.tolist()[0], "as_floats returned the float 1.027"),
     ("ints", lambda t: [round(v) for v in t.tolist()], "holds int"),
     ("a string", lambda t: str(t.tolist()), "returned the string"),

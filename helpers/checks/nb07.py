@@ -39,7 +39,9 @@ _CASES = {  # the cases of state_bytes, and the fix each asks for
     "SGD with momentum 0.9": (
         "SGD with momentum keeps a buffer as large as each parameter it updates"
     ),
-    "Adam": "Adam keeps two tensors as large as each parameter it updates, and a step counter",
+    "Adam": (
+        "Adam keeps two tensors as large as each parameter it updates; leave its step counters out"
+    ),
     "a bfloat16 model with AdamW": "a bfloat16 number takes 2 bytes: use p.element_size()",
     "a frozen first layer and Adam": (
         "a frozen parameter (requires_grad False) gets no gradient and no state"
