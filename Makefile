@@ -122,3 +122,10 @@ RELEASE_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
 .PHONY: release
 release:
 	@$(RELEASE_PYTHON) scripts/colab_cells.py --release "$(VERSION)"
+
+# Format the Python files as `make test` checks them (ruff format; the notebooks keep their layout
+# for now, see pyproject.toml), then apply the fixes ruff can make itself (import order, ...).
+.PHONY: format
+format: setup
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .

@@ -14,5 +14,5 @@ def move_all(tensors, device):
 
 
 def as_floats(t):
-    """The numbers of ``t`` as Python floats; ``.tolist()`` works from any device and needs no detach."""
+    """The numbers of ``t`` as Python floats: ``.tolist()`` works on any device, with no detach."""
     return t.tolist()

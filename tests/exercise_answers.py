@@ -50,7 +50,8 @@ def wrong(check, answer, fragment: str) -> CheckFailed:
 
 
 def table_cases(tables: dict) -> list:
-    """``{check: [(name, answer, fragment or None), ...]}`` as pytest parameters (check, answer, fragment)."""
+    """``{check: [(name, answer, fragment or None), ...]}`` as pytest parameters (check, answer,
+    fragment)."""
     return [
         pytest.param(check, answer, fragment, id=f"{check.__name__.removeprefix('check_')}: {name}")
         for check, rows in tables.items()

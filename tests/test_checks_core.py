@@ -28,7 +28,8 @@ def test_expect_labels_the_error_it_prints(capsys):
     with expect(RuntimeError, "device", label="2. two tensors on two devices"):
         raise RuntimeError("Expected all tensors to be on the same device\nmore")
     assert capsys.readouterr().out == (
-        "2. two tensors on two devices: RuntimeError: Expected all tensors to be on the same device\n"
+        "2. two tensors on two devices: RuntimeError: "
+        "Expected all tensors to be on the same device\n"
         "    more\n"
     )
 

@@ -173,13 +173,15 @@ def test_no_answer_crashes_a_check(module_name, exercise, answer):
 
 
 def test_every_exercise_has_its_layout_in_the_notebook():
-    """After "## Try it yourself" and the import of the checks: per exercise a text cell, the stub
-    alone in its cell, and ``check_<name>(<name>);`` alone in the next (';': no stray Out[..])."""
+    """After "## Try it yourself" and the cell that imports the checks: per exercise a text cell,
+    the stub alone in its cell, and ``check_<name>(<name>);`` alone in the next (';': no stray
+    Out[..])."""
     for module_name in CHECK_MODULES:
         name, cells = _notebook(module_name)
         sources = ["".join(c["source"]).strip() for c in cells]
         start = next(i for i, source in enumerate(sources) if "## Try it yourself" in source)
-        assert sources[start + 1].startswith(f"from helpers.checks.{module_name} import"), name
+        imports = sources[start + 1]
+        assert f"from helpers.checks.{module_name} import" in imports, name
         exercises = [e for m, e in (p.values for p in EXERCISES) if m == module_name]
         for exercise in exercises:
             stubs = [i for i, source in enumerate(sources) if source.startswith(f"def {exercise}(")]
@@ -193,9 +195,7 @@ def test_every_exercise_has_its_layout_in_the_notebook():
             assert sources[i + 1] == f"check_{exercise}({exercise});", (
                 f"{name}: the cell after {exercise}"
             )
-            assert f"check_{exercise}" in sources[start + 1], (
-                f"{name} does not import check_{exercise}"
-            )
+            assert f"check_{exercise}" in imports, f"{name} does not import check_{exercise}"
             assert cells[i - 1]["cell_type"] == "markdown", (
                 f"{name}: {exercise} has no text before it"
             )
@@ -208,7 +208,8 @@ def test_every_exercise_has_its_layout_in_the_notebook():
 
 
 def test_a_wrong_answer_in_a_notebook_shows_one_sentence_and_fails_the_cell(tmp_path):
-    """In a Jupyter kernel, a CheckFailed is an error output of the sentence alone, not a traceback."""
+    """In a Jupyter kernel, a CheckFailed is an error output of the sentence alone, not a
+    traceback; a stub in a cell is read from the cell's source and is not answered yet."""
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     notebook = nbformat.v4.new_notebook()
@@ -217,6 +218,8 @@ def test_a_wrong_answer_in_a_notebook_shows_one_sentence_and_fails_the_cell(tmp_
         nbformat.v4.new_code_cell("def move_all(tensors, device):\n    return tensors"),
         nbformat.v4.new_code_cell("check_move_all(move_all);"),
         nbformat.v4.new_code_cell("print('the notebook goes on')"),
+        nbformat.v4.new_code_cell('def move_all(tensors, device):\n    """Doc."""\n    # here'),
+        nbformat.v4.new_code_cell("check_move_all(move_all);"),
     ]
     client = nbclient.NotebookClient(
         notebook, allow_errors=True, timeout=120, kernel_name="python3"
@@ -228,6 +231,7 @@ def test_a_wrong_answer_in_a_notebook_shows_one_sentence_and_fails_the_cell(tmp_
     assert text.startswith("CheckFailed: tensor 0 was not moved")
     assert "Traceback" not in text and "nb00.py" not in text and "def " not in text
     assert notebook.cells[3].outputs[0]["text"] == "the notebook goes on\n"
+    assert notebook.cells[5].outputs[0]["text"].startswith("not answered yet: write move_all(")
 
 
 def test_the_ipython_handler_leaves_other_handlers_alone():

@@ -1,4 +1,5 @@
-"""helpers.checks.nb00: a table per exercise, of right answers (None) and mistakes (a part of the message)."""
+"""helpers.checks.nb00: a table per exercise, of right answers (None) and mistakes (a part of the
+message)."""
 
 import numpy as np
 import pytest
@@ -28,7 +29,7 @@ NOISE = [
     (
         "shape ignored",
         lambda s, d: torch.randn(2, 3, device=d),
-        "noise((20000,), device) gave a tensor",
+        "noise((5,), device) gave a tensor of shape (2, 3)",
     ),
     ("NumPy", lambda s, d: np.random.randn(*s), "a NumPy array (float64)"),
     ("the function", lambda s, d: torch.randn, "noise returned the function randn"),
@@ -62,7 +63,7 @@ MOVE_ALL = [
     ("as_tensor", lambda ts, d: [torch.as_tensor(t, device=d) for t in ts], None),
     ("the copy not kept", _loop_variable, "the list holds the tensor given"),
     ("first only", lambda ts, d: [ts[0].to(d), *ts[1:]], "tensor 1 was not moved"),
-    ("one dropped", lambda ts, d: [t.to(d) for t in ts[:2]], "a list of 2 items for 3 tensors"),
+    ("one dropped", lambda ts, d: [t.to(d) for t in ts[:2]], "a list of 2 items for 3 tensor(s)"),
     (
         "dtype",
         lambda ts, d: [t.to(d, torch.float64) for t in ts],
@@ -104,8 +105,12 @@ AS_FLOATS = [
     ("NumPy floats", lambda t: list(t.detach().numpy()), "holds float32, not only Python floats"),
     ("list(t)", lambda t: list(t), "one-element tensors"),
     ("a tensor", lambda t: t.detach().cpu(), "returned a float32 tensor"),
-    ("bare number", lambda t: t.tolist() if t.numel() > 1 else t.item(), "returned the float 2.5"),
-    ("first only", lambda t: t.tolist()[0], "as_floats returned the float 0.24"),
+    (
+        "bare number",
+        lambda t: t.tolist() if t.numel() > 1 else t.item(),
+        "returned the float 0.378",
+    ),
+    ("first only", lambda t: t.tolist()[0], "as_floats returned the float 1.027"),
     ("ints", lambda t: [round(v) for v in t.tolist()], "holds int"),
     ("a string", lambda t: str(t.tolist()), "returned the string"),
     (
@@ -116,7 +121,7 @@ AS_FLOATS = [
     ("detach_()", lambda t: t.detach_().tolist(), "switched off requires_grad"),
     ("sorted", lambda t: sorted(t.tolist()), "not the tensor's"),
     ("cuda first", lambda t: t.cuda().tolist(), "used the GPU itself"),
-    ("rounded", lambda t: [round(v, 2) for v in t.tolist()], "returned [0.25, -2.5, 6.0]"),
+    ("rounded", lambda t: [round(v, 2) for v in t.tolist()], "returned [1.03, -0.2, -1.45]"),
     ("a tuple", lambda t: tuple(t.tolist()), "returned a tuple of 3 items, not a list"),
 ]
 

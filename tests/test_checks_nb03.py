@@ -1,4 +1,5 @@
-"""helpers.checks.nb03: right answers in other spellings pass, typical mistakes are refused by name."""
+"""helpers.checks.nb03: right answers in other spellings pass, typical mistakes are refused by
+name."""
 
 import pickle
 
@@ -7,7 +8,7 @@ import pytest
 import torch
 from exercise_answers import judge, right, table_cases
 
-from helpers.checks.nb03 import check_as_numpy, check_load_on_cpu, check_most_confused
+from helpers.checks.nb03 import check_as_numpy, check_load_on_cpu, check_resume
 from helpers.devices import pick_device, to_numpy
 from helpers.models import SimpleModel
 from solutions import nb03 as solution
@@ -16,7 +17,11 @@ AS_NUMPY = [  # (name, answer, a fragment of the message; None for a right answe
     ("numpy(force=True)", lambda t: t.numpy(force=True), None),
     ("to('cpu')", lambda t: t.detach().to("cpu").numpy(), None),
     ("helpers.to_numpy", to_numpy, None),
-    ("np.array, a copy", lambda t: np.array(t.detach().cpu().tolist(), dtype=np.float32), None),
+    (
+        "np.array, float32 always",
+        lambda t: np.array(t.detach().cpu().tolist(), dtype=np.float32),
+        "not float64",
+    ),
     ("numpy with grad", lambda t: t.numpy(), "called .numpy() on a tensor that requires grad"),
     (
         "CPU only",
@@ -38,6 +43,9 @@ AS_NUMPY = [  # (name, answer, a fragment of the message; None for a right answe
     ),
     ("transposed", lambda t: t.detach().cpu().numpy().T, "of shape (2, 4)"),
     ("through a list", lambda t: np.array(t.tolist()), "the array is float64"),
+    ("float32 always", lambda t: t.detach().cpu().numpy().astype(np.float32), "not float64"),
+    ("reshaped", lambda t: t.detach().cpu().numpy().reshape(4, 2), "raised ValueError"),
+    ("pick_device", lambda t: t.detach().to(pick_device()).cpu().numpy(), None),
     ("half", lambda t: t.detach().cpu().half().numpy(), "the array is float16"),
     ("to the GPU", lambda t: t.cuda().detach().cpu().numpy(), "used the GPU itself"),
     ("zeros", lambda t: np.zeros((4, 2), dtype=np.float32), "does not hold the tensor's values"),
@@ -63,7 +71,7 @@ LOAD = [
     (
         "pick_device",
         lambda path: torch.load(path, map_location=pick_device()),
-        "loads onto the GPU",
+        "map_location='cpu'",
     ),
     ("a model", lambda path: SimpleModel(), "load_on_cpu returned a SimpleModel module"),
     ("one tensor", lambda path: torch.load(path, "cpu")["fc.weight"], "returned a float32 tensor"),
@@ -93,61 +101,80 @@ LOAD = [
 ]
 
 
-def _off(c):
-    return np.where(np.eye(len(c), dtype=bool), -1, c)
+def _resume(*, location="cpu", model=True, optimizer=True, rng=True, epoch=lambda e: e):
+    """The reference resume with one part changed: the map_location, a restore left out, the
+    epoch returned."""
+
+    def resume(path, net, opt):
+        where = location(net) if callable(location) else location
+        checkpoint = torch.load(path, map_location=where)
+        if model:
+            net.load_state_dict(checkpoint["model"])
+        if optimizer:
+            opt.load_state_dict(checkpoint["optimizer"])
+        if rng:
+            torch.set_rng_state(checkpoint["rng_state"])
+        return epoch(checkpoint["epoch"])
+
+    return resume
 
 
-def _in_place(c):
-    np.fill_diagonal(c, -1)
-    return np.unravel_index(c.argmax(), c.shape)
+def _assigned(path, net, opt):
+    checkpoint = torch.load(path, map_location="cpu")
+    net.load_state_dict(checkpoint["model"], assign=True)
+    opt.load_state_dict(checkpoint["optimizer"])
+    torch.set_rng_state(checkpoint["rng_state"])
+    return checkpoint["epoch"]
 
 
-CONFUSED = [
+def _seeded_by_epoch(path, net, opt):
+    epoch = solution.resume(path, net, opt)
+    torch.manual_seed(epoch)
+    return epoch
+
+
+def _swapped(path, net, opt):
+    checkpoint = torch.load(path, map_location="cpu")
+    net.load_state_dict(checkpoint["optimizer"])
+    return checkpoint["epoch"]
+
+
+def _model_device(net):
+    return next(net.parameters()).device
+
+
+RESUME = [
     (
-        "largest row first",
-        lambda c: (i := int(_off(c).sum(1).argmax()), int(_off(c)[i].argmax())),
-        "larger",
-    ),
-    (
-        "subtract the diagonal",
-        lambda c: np.unravel_index((c - np.diag(np.diag(c))).argmax(), c.shape),
+        "a function as map_location",
+        _resume(location=lambda net: lambda storage, where: storage),
         None,
     ),
-    ("loops", lambda c: max((c[i, j], i, j) for i, j in np.ndindex(c.shape) if i != j)[1:], None),
-    ("torch", lambda c: divmod(torch.from_numpy(_off(c)).argmax().item(), len(c)), None),
-    ("a list of np.int64", lambda c: list(np.unravel_index(_off(c).argmax(), c.shape)), None),
-    ("np.argwhere", lambda c: np.argwhere(_off(c) == _off(c).max())[0], None),
-    ("the diagonal", lambda c: np.unravel_index(c.argmax(), c.shape), "is on the diagonal"),
-    ("transposed", lambda c: np.unravel_index(_off(c.T).argmax(), c.shape), "is the mirror image"),
-    ("flat index", lambda c: _off(c).argmax(), "returned a number, 13: return (row, column)"),
-    ("in place", _in_place, "changed the matrix it was given"),
+    ("a dict as map_location", _resume(location={"cuda:0": "cpu"}), None),
+    ("rng state moved back", _resume(location=_model_device, rng=False), "random state is not"),
+    ("an int", lambda p, n, o: int(solution.resume(p, n, o)), None),
+    ("no map_location", _resume(location=None), "loads onto the GPU: load the file with map_"),
+    ("the model's device", _resume(location=_model_device), "set_rng_state a random state"),
+    ("pick_device", _resume(location=lambda net: pick_device()), "map_location='cpu'"),
+    ("model only", _resume(optimizer=False, rng=False), "the optimizer was not restored"),
     (
-        "second largest",
-        lambda c: np.unravel_index(np.argsort(_off(c), None)[-2], c.shape),
-        "but 12 off",
+        "no optimizer",
+        _resume(optimizer=False),
+        "optimizer.load_state_dict(checkpoint['optimizer'])",
     ),
-    ("a string", lambda c: "cat", "returned the string 'cat'"),
-    (
-        "counted from 1",
-        lambda c: tuple(i + 1 for i in solution.most_confused(c)),
-        "(4, 2) is outside",
-    ),
-    (
-        "floats",
-        lambda c: tuple(map(float, solution.most_confused(c))),
-        "returned (3.0, 1.0), not two ints",
-    ),
-    (
-        "argmax per column",
-        lambda c: c.argmax(axis=0),
-        "returned a NumPy array (int64) of shape (4,)",
-    ),
-    ("the count", lambda c: _off(c).max(), "returned a number, 12"),
-    ("a dict", lambda c: {"actual": 3, "predicted": 1}, "returned a dict of 2 items"),
+    ("no random state", _resume(rng=False), "torch.set_rng_state(checkpoint['rng_state'])"),
+    ("seeded by the epoch", _seeded_by_epoch, "the random state is not the saved one"),
+    ("no model", _resume(model=False), "the model's weights are not the saved ones"),
+    ("epoch + 1", _resume(epoch=lambda e: e + 1), "epochs are done, so epoch 3 comes next"),
+    ("epoch - 1", _resume(epoch=lambda e: e - 1), "not the saved epoch 3"),
+    ("the checkpoint", _resume(epoch=lambda e: {"epoch": e}), "returned a dict of 1 item"),
+    ("a float", _resume(epoch=float), "returned the float 3.0"),
+    ("assign=True", _assigned, "the optimizer holds the old ones"),
+    ("swapped", _swapped, "loaded the wrong part of the checkpoint"),
+    ("to cuda", _resume(location="cuda"), "load the file with map_location='cpu'"),
 ]
 
 
-TABLES = {check_as_numpy: AS_NUMPY, check_load_on_cpu: LOAD, check_most_confused: CONFUSED}
+TABLES = {check_as_numpy: AS_NUMPY, check_load_on_cpu: LOAD, check_resume: RESUME}
 
 
 @pytest.mark.parametrize(("check", "answer", "fragment"), table_cases(TABLES))

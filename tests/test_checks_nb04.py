@@ -1,88 +1,94 @@
-"""helpers.checks.nb04: right answers in other spellings pass, typical mistakes are refused by name."""
+"""helpers.checks.nb04: right answers in other spellings pass, typical mistakes are refused by
+name."""
 
 import copy
 import os
 from collections import OrderedDict
 
-import numpy as np
 import pytest
 import torch
 from exercise_answers import judge, table_cases
+from torch import nn
 from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present as consume_prefix
 
-from helpers.checks.nb04 import (
-    check_numpy_batch_to_device,
-    check_plain_state_dict,
-    check_visible_gpus_env,
-)
+from helpers.checks.nb04 import check_plain_state_dict, check_use_all_gpus, check_visible_gpus_env
+from helpers.devices import pick_device
 from helpers.models import Tudui
-
-T = torch.from_numpy
-
-
-def L(y):  # noqa: N802 - a short name keeps the rows on one line
-    return torch.from_numpy(y).long()
+from solutions import nb04 as solution
 
 
-BATCH = [  # (name, answer, a fragment of the message; None for a right answer)
-    ("torch.tensor", lambda x, y, d: (torch.tensor(x, device=d).float(), L(y).to(d)), None),
-    (
-        "as_tensor",
-        lambda x, y, d: (torch.as_tensor(x, dtype=torch.float32, device=d), L(y).to(d)),
-        None,
-    ),
-    (
-        "to(device, dtype)",
-        lambda x, y, d: (T(x).to(d, torch.float32), T(y).to(d, torch.int64)),
-        None,
-    ),
-    ("torch.Tensor", lambda x, y, d: (torch.Tensor(x).to(d), T(y.astype(np.int64)).to(d)), None),
-    ("NumPy as it is", lambda x, y, d: (x, y), "the inputs are still a NumPy array"),
-    ("not moved", lambda x, y, d: (T(x).float(), L(y)), "the inputs are on cpu, not on meta"),
-    (
-        "targets not moved",
-        lambda x, y, d: (T(x).float().to(d), L(y)),
-        "the targets are on cpu, not on meta",
-    ),
-    (
-        "float64",
-        lambda x, y, d: (T(x).to(d), L(y).to(d)),
-        "the inputs are float64, but a model wants",
-    ),
-    (
-        "int32",
-        lambda x, y, d: (T(x).float().to(d), T(y).int().to(d)),
-        "the targets are int32, but a loss",
-    ),
-    (
-        "float labels",
-        lambda x, y, d: (T(x).float().to(d), T(y).float().to(d)),
-        "the targets are float32",
-    ),
-    ("swapped", lambda x, y, d: (L(y).to(d), T(x).float().to(d)), "the inputs are int64"),
-    (
-        "transposed",
-        lambda x, y, d: (T(x).T.float().to(d), L(y).to(d)),
-        "have shape (6, 5), not (5, 6)",
-    ),
-    ("inputs alone", lambda x, y, d: T(x).float().to(d), "returned a float32 tensor"),
-    (
-        "a dict",
-        lambda x, y, d: {"inputs": T(x).float().to(d), "targets": L(y).to(d)},
-        "a dict of 2",
-    ),
-    (
-        "hard-coded cuda",
-        lambda x, y, d: (T(x).float().cuda(), L(y).cuda()),
-        "used the GPU itself (.cuda())",
-    ),
-    (
-        "rounded",
-        lambda x, y, d: (T(x.round()).float().to(d), L(y).to(d)),
-        "the inputs hold other values",
-    ),
-    ("ndarray.to", lambda x, y, d: (x.to(d), y.to(d)), "called a tensor's method on a NumPy array"),
+def _tutorial(model):
+    """PyTorch's tutorial: wrap with several GPUs, then move to cuda:0 where there is a GPU."""
+    device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+    if torch.cuda.device_count() > 1:
+        model = nn.DataParallel(model)
+    model.to(device)
+    return model
+
+
+def _wrapped_then_moved(model):
+    if torch.cuda.device_count() > 1:
+        return nn.DataParallel(model).cuda()
+    if torch.cuda.is_available():
+        return model.cuda()
+    return model
+
+
+def _answer(*, wrap_when=lambda n: n > 1, move=lambda m: m.to("cuda"), ids=None):
+    """A use_all_gpus with one change: when it wraps, how it moves, the device_ids it names."""
+
+    def use_all_gpus(model):
+        count = torch.cuda.device_count()
+        if wrap_when(count):
+            model = nn.DataParallel(model, device_ids=ids)
+        if count:
+            model = move(model)
+        return model
+
+    return use_all_gpus
+
+
+def _not_kept(model):
+    if torch.cuda.device_count() > 1:
+        nn.DataParallel(model)  # the wrapper is thrown away
+    return solution.use_all_gpus(model) if torch.cuda.device_count() < 2 else model.cuda()
+
+
+def _moved_to_the_second(model):
+    if torch.cuda.device_count() > 1:
+        return nn.DataParallel(model.to("cuda:1"))
+    return solution.use_all_gpus(model)
+
+
+def _picks_a_device(model):
+    if torch.cuda.device_count() > 1:
+        model = nn.DataParallel(model)
+    return model.to(pick_device())
+
+
+USE_ALL = [
+    ("the tutorial's", _tutorial, None),
+    ("wrapped, then .cuda()", _wrapped_then_moved, None),
+    ("pick_device: mps on a Mac", _picks_a_device, None),
+    ("all ids named", _answer(ids=None, move=lambda m: m.cuda(0)), None),
+    ("always wrapped", _answer(wrap_when=lambda n: True), "without a CUDA GPU: wrap it only"),
+    ("wrapped with one GPU", _answer(wrap_when=lambda n: n > 0), "in DataParallel with one GPU"),
+    ("never wrapped", _answer(wrap_when=lambda n: False), "with 2 GPUs use_all_gpus returned"),
+    ("not moved", _answer(move=lambda m: m), "with one GPU the model stayed on the CPU"),
+    ("ids [0, 1]", _answer(ids=[0, 1]), "with 3 GPUs DataParallel uses [0, 1]"),
+    ("the wrapper thrown away", _not_kept, "not a DataParallel"),
+    ("model on cuda:1", _moved_to_the_second, "moved the model to cuda:1"),
+    ("half precision", _answer(move=lambda m: m.half().cuda()), "changed from torch.float32"),
+    ("a new model", lambda model: solution.use_all_gpus(Tudui()), "not the model"),
+    ("unguarded .cuda()", lambda model: model.cuda(), "used the GPU itself (.cuda())"),
+    ("every GPU by hand", _answer(move=lambda m: m.to("cuda:2")), "used cuda:2, but the machine"),
 ]
+
+
+def _consumed(wrapped):
+    state = wrapped.state_dict()
+    consume_prefix(state, "module.")
+    return state
 
 
 def _each(change):
@@ -105,7 +111,7 @@ STATE = [
         lambda w: {k.replace("module.", "", 1): v for k, v in w.state_dict().items()},
         None,
     ),
-    ("consume_prefix", lambda w: (consume_prefix(s := w.state_dict(), "module."), s)[1], None),
+    ("consume_prefix", _consumed, None),
     ("a copy on the CPU", lambda w: copy.deepcopy(w.module).cpu().state_dict(), None),
     ("named_parameters", lambda w: dict(w.module.named_parameters()), None),
     ("the wrapper's", lambda w: w.state_dict(), "the keys start with 'module.'"),
@@ -129,18 +135,22 @@ def _env(value, **more):
     return lambda ids: {"CUDA_VISIBLE_DEVICES": value(ids), **more}
 
 
-def J(ids):  # noqa: N802
+def _joined(ids):
     return ",".join(map(str, ids))
 
 
 ENV = [
     ("f-strings", _env(lambda ids: ",".join(f"{i}" for i in ids)), None),
-    ("with CUDA_DEVICE_ORDER", _env(J, CUDA_DEVICE_ORDER="PCI_BUS_ID"), None),
+    ("with CUDA_DEVICE_ORDER", _env(_joined, CUDA_DEVICE_ORDER="PCI_BUS_ID"), None),
     ("from str(list)", _env(lambda ids: str(ids)[1:-1].replace(" ", "")), None),
-    ("typo", lambda ids: {"CUDA_VISIBLE_DEVICE": J(ids)}, "CUDA_VISIBLE_DEVICE is read by nothing"),
+    (
+        "typo",
+        lambda ids: {"CUDA_VISIBLE_DEVICE": _joined(ids)},
+        "CUDA_VISIBLE_DEVICE is read by nothing",
+    ),
     (
         "lower case",
-        lambda ids: {"cuda_visible_devices": J(ids)},
+        lambda ids: {"cuda_visible_devices": _joined(ids)},
         "cuda_visible_devices is read by nothing",
     ),
     ("a list", _env(lambda ids: ids), "CUDA_VISIBLE_DEVICES is a list of 2 items, not a string"),
@@ -152,14 +162,22 @@ ENV = [
         _env(lambda ids: ",".join(f"cuda:{i}" for i in ids)),
         "the value is 'cuda:1,cuda:2'",
     ),
-    ("renumbered", _env(lambda ids: J(range(len(ids)))), "build it from gpu_ids, '1,2'"),
+    ("renumbered", _env(lambda ids: _joined(range(len(ids)))), "build it from gpu_ids, '1,2'"),
     ("hard-coded", _env(lambda ids: "1,2"), "build it from gpu_ids, '0'"),
-    ("sorted", _env(lambda ids: J(sorted(ids))), "'0,1,3' lists the ids in another order"),
-    ("another variable", _env(J, OTHER="x"), "visible_gpus_env also sets OTHER"),
-    ("a string", lambda ids: f"CUDA_VISIBLE_DEVICES={J(ids)}", "returned the string"),
-    ("the whole environment", _env(J, **os.environ), "variables: return only the ones to set"),
-    ("bad order", _env(J, CUDA_DEVICE_ORDER="pci"), "CUDA_DEVICE_ORDER is 'pci'"),
-    ("printed, not returned", lambda ids: print(f"CUDA_VISIBLE_DEVICES={J(ids)}"), "returned None"),
+    ("sorted", _env(lambda ids: _joined(sorted(ids))), "'0,1,3' lists the ids in another order"),
+    ("another variable", _env(_joined, OTHER="x"), "visible_gpus_env also sets OTHER"),
+    ("a string", lambda ids: f"CUDA_VISIBLE_DEVICES={_joined(ids)}", "returned the string"),
+    (
+        "the whole environment",
+        _env(_joined, **os.environ),
+        "variables: return only the ones to set",
+    ),
+    ("bad order", _env(_joined, CUDA_DEVICE_ORDER="pci"), "CUDA_DEVICE_ORDER is 'pci'"),
+    (
+        "printed, not returned",
+        lambda ids: print(f"CUDA_VISIBLE_DEVICES={_joined(ids)}"),
+        "returned None",
+    ),
     (
         "no CUDA_VISIBLE_DEVICES",
         lambda ids: {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
@@ -168,7 +186,7 @@ ENV = [
 ]
 
 TABLES = {
-    check_numpy_batch_to_device: BATCH,
+    check_use_all_gpus: USE_ALL,
     check_plain_state_dict: STATE,
     check_visible_gpus_env: ENV,
 }

@@ -1,53 +1,98 @@
-"""helpers.checks.nb05: right answers in other spellings pass, typical mistakes are refused by name."""
+"""helpers.checks.nb05: right answers in other spellings pass, typical mistakes are refused by
+name. ``ddp_train`` runs in two real processes for every row of its table (about 2 s each)."""
 
+import os
 import random
 
-import numpy as np
 import pytest
 import torch
+import torch.distributed as dist
 from exercise_answers import judge, table_cases
+from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 
-from helpers.checks.nb05 import check_launch_args, check_orders_for_epochs, check_shard_indices
+from helpers.checks.nb05 import check_ddp_train, check_launch_args, check_orders_for_epochs
 from solutions import nb05 as solution
 
 
-def _padded(padding):  # pads range(n) with padding(n, how_many), then deals the indices out
-    return lambda n, w, r: (list(range(n)) + padding(n, -(-n // w) * w - n))[r::w]
+def _ddp(**change):
+    """The reference ddp_train with one part changed (see the keywords below)."""
+    init = change.get("init", True)
+    backend = change.get("backend", "gloo")
+    wrap = change.get("wrap", True)
+    sampler_of = change.get("sampler", DistributedSampler)
+    loader_options = change.get("loader", {"batch_size": 4})
+    epoch_of = change.get("epoch", lambda epoch: epoch)
+    destroy = change.get("destroy", True)
+    returned = change.get("returned", lambda model, ddp_model: model.state_dict())
+
+    def ddp_train(model, loss_fn, optimizer, dataset, epochs):
+        if init:
+            dist.init_process_group(backend)
+        ddp_model = DistributedDataParallel(model) if wrap else model
+        sampler = sampler_of(dataset) if sampler_of else None
+        loader = DataLoader(dataset, sampler=sampler, **loader_options)
+        for epoch in range(epochs):
+            if sampler is not None and epoch_of is not None:
+                sampler.set_epoch(epoch_of(epoch))
+            for inputs, targets in loader:
+                optimizer.zero_grad()
+                loss_fn(ddp_model(inputs), targets).backward()
+                optimizer.step()
+        if destroy:
+            dist.destroy_process_group()
+        return returned(model, ddp_model)
+
+    return ddp_train
 
 
-SHARD = [  # (name, answer, a fragment of the message; None for a right answer); w: world_size, r: rank
-    ("modulo", lambda n, w, r: [(r + i * w) % n for i in range(-(-n // w))], None),
+def _rank_and_size(model, loss_fn, optimizer, dataset, epochs):
+    """Joins with the rank and the world size named, as a learner may."""
+    dist.init_process_group("gloo", rank=int(os.environ["RANK"]), world_size=2)
+    ddp_model = DistributedDataParallel(model)
+    sampler = DistributedSampler(dataset, num_replicas=2, rank=dist.get_rank())
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for inputs, targets in DataLoader(dataset, batch_size=4, sampler=sampler):
+            optimizer.zero_grad()
+            loss_fn(ddp_model(inputs), targets).backward()
+            optimizer.step()
+    dist.destroy_process_group()
+    return ddp_model.module.state_dict()
+
+
+def _unshuffled(dataset):
+    return DistributedSampler(dataset, shuffle=False)
+
+
+def _one_rank_skips_a_collective(model, loss_fn, optimizer, dataset, epochs):
+    dist.init_process_group("gloo")
+    if dist.get_rank() == 0:
+        dist.all_reduce(torch.ones(1))
+    dist.destroy_process_group()
+    return model.state_dict()
+
+
+DDP = [
+    ("the module's state_dict", _ddp(returned=lambda m, d: d.module.state_dict()), None),
+    ("drop_last", _ddp(loader={"batch_size": 4, "drop_last": False}), None),
+    ("rank and world size named", _rank_and_size, None),
+    ("no process group", _ddp(init=False), "call dist.init_process_group('gloo') first"),
+    ("NCCL on the CPU", _ddp(backend="nccl"), "asked for NCCL, which needs GPUs"),
+    ("no DDP", _ddp(wrap=False), "wrap the model in DistributedDataParallel"),
+    ("no sampler", _ddp(sampler=None), "give the DataLoader sampler=DistributedSampler(dataset)"),
+    ("shuffle and a sampler", _ddp(loader={"batch_size": 4, "shuffle": True}), "shuffle=True"),
+    ("not shuffled", _ddp(sampler=_unshuffled), "read its share in the stored order"),
+    ("no set_epoch", _ddp(epoch=None), "call sampler.set_epoch(epoch) at the start of each epoch"),
+    ("epochs from 1", _ddp(epoch=lambda epoch: epoch + 1), "number the epochs from 0"),
+    ("batches of 8", _ddp(loader={"batch_size": 8}), "batches of [8, 2, 8, 2], not [4, 4, 2"),
+    ("the wrapper's keys", _ddp(returned=lambda m, d: d.state_dict()), "'module.', the DDP"),
+    ("group left open", _ddp(destroy=False), "call dist.destroy_process_group() at the end"),
+    ("returns nothing", _ddp(returned=lambda m, d: None), "ddp_train returned None"),
     (
-        "the sampler",
-        lambda n, w, r: list(DistributedSampler(range(n), w, r, shuffle=False)),
-        "leaves out",
-    ),
-    ("NumPy array", lambda n, w, r: (np.arange(-(-n // w) * w) % n)[r::w], "(.tolist())"),
-    ("tensor", lambda n, w, r: torch.arange(r, -(-n // w) * w, w) % n, "(.tolist())"),
-    ("NumPy ints", lambda n, w, r: list((np.arange(-(-n // w) * w) % n)[r::w]), None),
-    ("no padding", lambda n, w, r: list(range(r, n, w)), "pad by repeating the first indices"),
-    (
-        "contiguous",
-        lambda n, w, r: list(range(n))[r * -(-n // w) :][: -(-n // w)],
-        "deal them out in turn",
-    ),
-    ("reversed", lambda n, w, r: solution.shard_indices(n, w, r)[::-1], "in another order"),
-    (
-        "off by one",
-        lambda n, w, r: [(r + 1 + i * w) % n for i in range(-(-n // w))],
-        "should be [0, 3",
-    ),
-    ("a string", lambda n, w, r: "0,3,6,9", "returned '0,3,6,9'"),
-    ("a set", lambda n, w, r: set(solution.shard_indices(n, w, r)), "returned {0, "),
-    ("padded once", _padded(lambda n, k: list(range(n))[:k]), "rank=4 there are 0 indices"),
-    ("padded with zeros", _padded(lambda n, k: [0] * k), "the padding is [0], not [1]"),
-    ("padded with the last", _padded(lambda n, k: [n - 1] * k), "the padding is [9], not [0]"),
-    ("drops the rest", lambda n, w, r: list(range(n - n % w))[r::w], "there are 3 indices"),
-    (
-        "floats",
-        lambda n, w, r: [float(i) for i in solution.shard_indices(n, w, r)],
-        "return a list of ints",
+        "a collective on one rank",
+        _one_rank_skips_a_collective,
+        "make every process call the same collectives",
     ),
 ]
 
@@ -57,13 +102,21 @@ def _set(sampler, epoch):
     return sampler
 
 
+def _set_epoch_after(sampler, epochs):
+    orders = []
+    for epoch in range(epochs):
+        orders.append(list(sampler))
+        sampler.set_epoch(epoch)
+    return orders
+
+
 def _each(order):
     """An answer that lists order(sampler, epoch, epochs) for each epoch."""
     return lambda sampler, epochs: [order(sampler, epoch, epochs) for epoch in range(epochs)]
 
 
 ORDERS = [  # s: the sampler, e: the epoch, k: the number of epochs
-    ("in a comprehension", lambda s, k: [(s.set_epoch(e), list(s))[1] for e in range(k)], None),
+    ("set_epoch through a helper", lambda s, k: [list(_set(s, e)) for e in range(k)], None),
     (
         "loader",
         _each(lambda s, e, k: [int(b) for b in DataLoader(range(20), sampler=_set(s, e))]),
@@ -87,11 +140,7 @@ ORDERS = [  # s: the sampler, e: the epoch, k: the number of epochs
         "every epoch has the same order",
     ),
     ("epochs from 1", _each(lambda s, e, k: list(_set(s, e + 1))), "number the epochs from 0"),
-    (
-        "set_epoch after",
-        _each(lambda s, e, k: (list(s), s.set_epoch(e))[0]),
-        "the order of epoch 1 is not",
-    ),
+    ("set_epoch after", _set_epoch_after, "the order of epoch 1 is not"),
     (
         "own shuffle",
         _each(lambda s, e, k: random.sample(list(s), 10)),
@@ -113,11 +162,14 @@ def _args(change):
 
 
 def _line(text):
-    """An answer that puts nnodes, gpus_per_node, endpoint and job_id into text ({0} to {3}) and splits it."""
+    """An answer that puts nnodes, gpus_per_node, endpoint, job_id ({0} to {3}) in text, split."""
     return lambda *inputs: text.format(*inputs).split()
 
 
-PAIRS = "--nnodes {0} --nproc_per_node {1} --rdzv_id {3} --rdzv_backend c10d --rdzv_endpoint {2} ddp_train.py"
+PAIRS = (
+    "--nnodes {0} --nproc_per_node {1} --rdzv_id {3} --rdzv_backend c10d --rdzv_endpoint {2} "
+    "ddp_train.py"
+)
 LINE = "--nnodes={0}:{0} --nproc-per-node={1} --rdzv-endpoint={2} --rdzv-id={3} "
 STATIC = "--nnodes={0} --nproc-per-node={1} --master-addr={2} ddp_train.py"
 
@@ -149,14 +201,19 @@ LAUNCH = [  # n: nnodes, g: gpus_per_node, e: endpoint, j: job_id
         _args(lambda a: [x for x in a if "rdzv-id" not in x]),
         "--rdzv-id is none, not cifar",
     ),
-    ("no backend", _args(lambda a: [x for x in a if "backend" not in x]), "is static, not c10d"),
+    (
+        "no backend",
+        _args(lambda a: [x for x in a if "backend" not in x]),
+        "without --rdzv-backend torchrun uses a static rendezvous",
+    ),
     (
         "no nproc",
         _args(lambda a: [x for x in a if "nproc" not in x]),
         "--nproc-per-node is 1, not 4",
     ),
     ("ints", lambda n, g, e, j: ["--nnodes", n], "some arguments are int, not strings"),
-    ("static rendezvous", _line(STATIC), "--rdzv-backend is static"),
+    ("static rendezvous", _line(STATIC), "add --rdzv-backend=c10d"),
+    ("backend static", _args(lambda a: [*a[:3], "--rdzv-backend=static", *a[4:]]), "is static"),
     ("unknown option", _args(lambda a: ["--gpus=4", *a]), "torchrun says: unrecognized arguments"),
     (
         "ignores the inputs",
@@ -167,7 +224,7 @@ LAUNCH = [  # n: nnodes, g: gpus_per_node, e: endpoint, j: job_id
     ("all processes", lambda n, g, e, j: solution.launch_args(n, n * g, e, j), "is 8, not 4"),
 ]
 
-TABLES = {check_shard_indices: SHARD, check_orders_for_epochs: ORDERS, check_launch_args: LAUNCH}
+TABLES = {check_ddp_train: DDP, check_orders_for_epochs: ORDERS, check_launch_args: LAUNCH}
 
 
 @pytest.mark.parametrize(("check", "answer", "fragment"), table_cases(TABLES))

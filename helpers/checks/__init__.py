@@ -1,8 +1,9 @@
-"""The exercise checks (``helpers.checks.nb00`` for notebook 00, ...), built on ``harness``, and ``expect``.
+"""The exercise checks (``helpers.checks.nb00`` for notebook 00, ...), and ``expect``.
 
-A check prints ``correct: ...`` for a right answer and ``not answered yet: <task>`` for a stub. For a
-wrong one it raises ``CheckFailed``: one sentence naming the mistake and the fix, shown in Jupyter
-without a traceback, then detail lines. The reference solutions are in ``solutions/``.
+A check prints ``correct: ...`` for a right answer and ``not answered yet: <task>`` for a stub.
+For a wrong one it raises ``CheckFailed``: one sentence naming the mistake and the fix, shown in
+Jupyter without a traceback, then detail lines. The checks are built on ``harness``; the
+reference solutions are in ``solutions/``.
 """
 
 from __future__ import annotations
@@ -16,15 +17,21 @@ __all__ = ["CheckBug", "CheckFailed", "correct", "expect", "fail", "not_answered
 
 
 def _sentence(mistake: str, fix: str) -> str:
-    text = f"{mistake.strip()}: {fix.strip()}" if fix.strip() else mistake.strip()
-    return text if text.endswith((".", "?", "!")) else text + "."
+    text = mistake.strip()
+    if fix.strip():
+        text = f"{text}: {fix.strip()}"
+    if text.endswith((".", "?", "!")):
+        return text
+    return text + "."
 
 
-class CheckFailed(AssertionError):
-    """An answer is wrong: the message is "mistake: fix." (``sentence``) and the ``details`` lines."""
+# The learner reads this name in the notebook, "CheckFailed: ...", so it keeps its plain form.
+class CheckFailed(AssertionError):  # noqa: N818
+    """An answer is wrong: the message is "mistake: fix." (``sentence``), then ``details`` lines."""
 
     def __init__(self, mistake: str, fix: str = "", details: Sequence[str] = ()) -> None:
-        self.mistake, self.fix = mistake, fix
+        self.mistake = mistake
+        self.fix = fix
         self.details = tuple(line for line in details if line)
         self.sentence = _sentence(mistake, fix)
         super().__init__("\n".join((self.sentence, *self.details)))
@@ -35,7 +42,7 @@ class CheckBug(CheckFailed):
 
 
 def fail(mistake: str, fix: str, details: Sequence[str] = ()) -> None:
-    """Raise ``CheckFailed``: ``mistake`` (what is wrong) and ``fix`` (what to do) make one sentence."""
+    """Raise ``CheckFailed``: ``mistake`` (what is wrong) and ``fix`` (what to do), one sentence."""
     raise CheckFailed(mistake, fix, details)
 
 
@@ -51,11 +58,14 @@ def not_answered(what: str) -> bool:
     return False
 
 
-_RED, _BOLD, _DIM, _RESET = "\x1b[31m", "\x1b[1m", "\x1b[2m", "\x1b[0m"
+_RED = "\x1b[31m"
+_BOLD = "\x1b[1m"
+_DIM = "\x1b[2m"
+_RESET = "\x1b[0m"
 
 
 def _brief_traceback(shell, etype, value, tb, tb_offset=None) -> list[str]:
-    """IPython's handler for ``CheckFailed``: the message, without the traceback through the check."""
+    """IPython's handler for ``CheckFailed``: the message, without a traceback through the check."""
     stb = [f"{_RED}{_BOLD}{etype.__name__}{_RESET}{_RED}: {value.sentence}{_RESET}"]
     stb += [f"{_DIM}    {line}{_RESET}" for line in value.details]
     shell._showtraceback(etype, value, stb)
@@ -65,11 +75,9 @@ def _brief_traceback(shell, etype, value, tb, tb_offset=None) -> list[str]:
 def show_failures_briefly() -> None:
     """In IPython, show every ``CheckFailed`` as its message alone; leave another handler alone."""
     shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
-    if (
-        shell is not None
-        and hasattr(shell, "set_custom_exc")
-        and not getattr(shell, "custom_exceptions", ())
-    ):
+    if shell is None or not hasattr(shell, "set_custom_exc"):
+        return
+    if not getattr(shell, "custom_exceptions", ()):
         shell.set_custom_exc((CheckFailed,), _brief_traceback)
 
 
@@ -77,17 +85,19 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _shown(message: str, max_lines: int) -> str:
-    """An error message as ``expect`` prints it: no colours, no blank lines, at most ``max_lines``."""
+    """A message as ``expect`` prints it: no colours or blank lines, ``max_lines`` at most."""
     lines = [line.rstrip() for line in _ANSI.sub("", message).splitlines() if line.strip()]
     if len(lines) > max_lines:
         more = len(lines) - max_lines
-        lines = lines[:max_lines] + (
-            [f"... ({more} more line{'s' * (more != 1)})"] if max_lines > 1 else []
-        )
+        said = f"... ({more} more line)" if more == 1 else f"... ({more} more lines)"
+        lines = lines[:max_lines]
+        if max_lines > 1:
+            lines.append(said)
     return "\n    ".join(line.strip() if index else line for index, line in enumerate(lines))
 
 
-class expect:  # lower case: it reads like a keyword, `with expect(TypeError, "cpu"):`
+# Lower case: it reads like a keyword in a lesson, `with expect(TypeError, "cpu"):`.
+class expect:  # noqa: N801
     """Check that the ``with`` block raises ``error_type`` with one of ``fragments`` in its message.
 
     The error is caught, printed (after ``label``, when given) up to ``MAX_LINES`` lines, or its
@@ -110,12 +120,10 @@ class expect:  # lower case: it reads like a keyword, `with expect(TypeError, "c
     ) -> None:
         if not (isinstance(error_type, type) and issubclass(error_type, BaseException)):
             raise TypeError(f"expect() takes an exception class first, got {error_type!r}")
-        self.error_type, self.fragments, self.label, self.brief = (
-            error_type,
-            fragments,
-            label,
-            brief,
-        )
+        self.error_type = error_type
+        self.fragments = fragments
+        self.label = label
+        self.brief = brief
         self.error: BaseException | None = None
 
     def __enter__(self) -> expect:
@@ -136,5 +144,8 @@ class expect:  # lower case: it reads like a keyword, `with expect(TypeError, "c
             )
         self.error = exc
         text = _shown(message, 1 if self.brief else self.MAX_LINES)
-        print(f"{self.label}: {name}: {text}" if self.label else f"{name}: {text}")
+        if self.label:
+            print(f"{self.label}: {name}: {text}")
+        else:
+            print(f"{name}: {text}")
         return True  # swallow the expected error

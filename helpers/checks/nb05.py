@@ -1,84 +1,260 @@
-"""Checks for the exercises of ``05_distributed_data_parallel``: each runs the function on the CPU."""
+"""Checks for the exercises of ``05_distributed_data_parallel``.
 
-from collections.abc import Callable
+``ddp_train`` runs in two real processes that join a Gloo process group, as under ``torchrun``
+(see ``processes``); its result is compared with one process that trains on both shares. The
+other two run on the CPU.
+"""
+
+from collections.abc import Callable, Mapping
 from typing import Any
-from unittest import mock
 
 import numpy as np
 import torch
+from torch import nn
 from torch.distributed.run import get_args_parser
-from torch.utils.data import DistributedSampler
+from torch.utils.data import DistributedSampler, TensorDataset
 
 from helpers.checks import fail
-from helpers.checks.harness import Forbidden, Machine, describe, exercise, short
+from helpers.checks.harness import Machine, Told, describe, exercise, short
+from helpers.checks.processes import Outcome, run_in_processes, show_printed
 
-__all__ = ["check_launch_args", "check_orders_for_epochs", "check_shard_indices"]
+__all__ = ["check_ddp_train", "check_launch_args", "check_orders_for_epochs"]
 
 
 def _ints(value: Any) -> list[int] | None:
-    """``value`` as a list of ints, if it is a sequence of integers (a list, tuple, range, array, tensor)."""
-    if (
-        isinstance(value, torch.Tensor | np.ndarray)
-        and value.ndim == 1
-        and not getattr(value, "is_meta", 0)
-    ):
+    """``value`` as a list of ints, if it is a sequence of integers (list, tuple, array, tensor)."""
+    if isinstance(value, torch.Tensor) and value.is_meta:
+        return None
+    if isinstance(value, torch.Tensor | np.ndarray) and value.ndim == 1:
         value = value.tolist()
     if not isinstance(value, list | tuple | range):
         return None
-    items = [
-        v.item() if torch.is_tensor(v) and v.numel() == 1 and not v.is_meta else v for v in value
-    ]
-    ints = all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in items)
-    return [int(v) for v in items] if ints else None
+    items = [_item(v) for v in value]
+    if all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in items):
+        return [int(v) for v in items]
+    return None
 
 
-def _mistake(got: list[int], expected: list[int], n: int, size: int, rank: int) -> tuple[str, str]:
-    """What is wrong with the indices ``got`` of ``rank``, where the sampler gives ``expected``; the fix."""
-    case = f"for n={n}, world_size={size}, rank={rank}"
-    if len(got) != len(expected):
-        mistake = f"{case} there are {len(got)} indices, but each rank gets ceil(n / world_size)"
-        return mistake, "pad by repeating the first indices, from the start again if they run out"
-    padding = [p for p in range(len(expected)) if rank + p * size >= n]
-    if padding and all(got[p] == expected[p] for p in range(len(expected)) if p not in padding):
-        pads = short([got[p] for p in padding], 30), short([expected[p] for p in padding], 30)
-        return (
-            f"{case} the padding is {pads[0]}, not {pads[1]}",
-            "pad with the first indices, 0, 1, 2, ...",
+def _item(value: Any) -> Any:
+    """A one-number tensor as its number; anything else as it is."""
+    if torch.is_tensor(value) and value.numel() == 1 and not value.is_meta:
+        return value.item()
+    return value
+
+
+# ---- exercise 1: ddp_train --------------------------------------------------------------------
+
+_SIZE = 19  # samples: 10 per process, the last index repeated, in batches of 4, 4 and 2
+_BATCH = 4
+_EPOCHS = 2
+_WORLD = 2
+
+
+class _Recorded(TensorDataset):
+    """A dataset that records which samples are read, in order."""
+
+    def __init__(self, *tensors: torch.Tensor) -> None:
+        super().__init__(*tensors)
+        self.reads: list[int] = []
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, ...]:
+        self.reads.append(int(index))
+        return super().__getitem__(index)
+
+
+def _setup(rank: int) -> tuple:
+    """What each process is given: the same model, loss, optimizer, data; and the epochs."""
+    generator = torch.Generator().manual_seed(5)
+    inputs = torch.randn(_SIZE, 4, generator=generator)
+    labels = torch.randint(3, (_SIZE,), generator=generator)
+    model = _model()
+    model.batch_sizes = []  # what each forward pass got
+    model.register_forward_pre_hook(lambda module, args: module.batch_sizes.append(len(args[0])))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    return model, nn.CrossEntropyLoss(), optimizer, _Recorded(inputs, labels), _EPOCHS
+
+
+def _model() -> nn.Module:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 3))
+
+
+def _report(rank: int, arguments: tuple, result: Any) -> dict[str, Any]:
+    """In each process, after ``ddp_train``: what it returned, read and left in the model."""
+    model = arguments[0]
+    weights = {key: value.detach().clone() for key, value in model.state_dict().items()}
+    if isinstance(result, Mapping) and all(isinstance(v, torch.Tensor) for v in result.values()):
+        returned = {str(key): value.detach().cpu().clone() for key, value in result.items()}
+    else:
+        returned = describe(result)
+    reads = arguments[3].reads
+    return {"returned": returned, "weights": weights, "reads": reads, "sizes": model.batch_sizes}
+
+
+def _orders(rank: int, epochs: range) -> list[list[int]]:
+    """What DistributedSampler gives ``rank`` in each of ``epochs``."""
+    sampler = DistributedSampler(range(_SIZE), num_replicas=_WORLD, rank=rank)
+    orders = []
+    for epoch in epochs:
+        sampler.set_epoch(epoch)
+        orders.append(list(sampler))
+    return orders
+
+
+def _reference() -> dict[str, torch.Tensor]:
+    """The weights after one process trains on both shares, each step on both ranks' batches."""
+    model, loss_fn, optimizer, data, epochs = _setup(0)
+    for epoch in range(epochs):
+        shares = [_orders(rank, [epoch])[0] for rank in range(_WORLD)]
+        for start in range(0, len(shares[0]), _BATCH):
+            indices = [i for share in shares for i in share[start : start + _BATCH]]
+            optimizer.zero_grad()
+            loss_fn(model(data.tensors[0][indices]), data.tensors[1][indices]).backward()
+            optimizer.step()
+    return model.state_dict()
+
+
+def _check_reads(rank: int, reads: list[int]) -> None:
+    """``reads`` are what the sampler gives ``rank``, epoch by epoch, numbered from 0."""
+    expected = _orders(rank, range(_EPOCHS))
+    if reads == sum(expected, []):
+        return
+    share = len(expected[0])
+    if not reads:
+        fail(
+            f"process {rank} read no sample in this process",
+            "load the batches here, with no worker processes (num_workers=0)",
         )
-    if sorted(got) == sorted(expected):
-        return (
-            f"{case} the indices {short(got, 40)} are in another order",
-            "keep the sampler's order",
+    if len(reads) == _SIZE * _EPOCHS:
+        fail(
+            f"process {rank} read all {_SIZE} samples each epoch, not its share of {share}",
+            "give the DataLoader sampler=DistributedSampler(dataset)",
         )
-    mistake = f"{case} the indices should be {short(expected, 40)}, not {short(got, 40)}"
-    return mistake, "deal them out in turn (rank r gets r, r + world_size, r + 2 * world_size, ...)"
-
-
-def _no_sampler(self: DistributedSampler) -> None:
-    raise Forbidden(
-        "shard_indices asks DistributedSampler, which the task leaves out", "deal them out yourself"
+    if reads == expected[0] * _EPOCHS:
+        fail(
+            "every epoch had the same order",
+            "call sampler.set_epoch(epoch) at the start of each epoch",
+        )
+    unshuffled = list(
+        DistributedSampler(range(_SIZE), num_replicas=_WORLD, rank=rank, shuffle=False)
+    )
+    if reads == unshuffled * _EPOCHS:
+        fail(
+            f"process {rank} read its share in the stored order",
+            "keep DistributedSampler's shuffle=True, its default",
+        )
+    if reads == sum(_orders(rank, range(1, _EPOCHS + 1)), []):
+        fail("the orders are those of epochs 1 and 2", "number the epochs from 0: range(epochs)")
+    if sorted(reads[:share]) == sorted(expected[0]):
+        fail(
+            f"process {rank} read its share in another order than the sampler's",
+            "let DistributedSampler shuffle (its default) and set_epoch(epoch) each epoch",
+        )
+    fail(
+        f"process {rank} read {short(reads, 50)}, not its share",
+        "give the DataLoader sampler=DistributedSampler(dataset), nothing else",
     )
 
 
-@exercise(
-    "write shard_indices(n, world_size, rank) so that it returns what an unshuffled sampler gives rank"
+def _check_sizes(rank: int, sizes: list[int]) -> None:
+    share = len(_orders(rank, [0])[0])
+    expected = [min(_BATCH, share - start) for start in range(0, share, _BATCH)] * _EPOCHS
+    if sizes != expected:
+        fail(
+            f"process {rank} ran its model on batches of {short(sizes, 40)}, not {expected}",
+            f"batches of {_BATCH} per process: DataLoader(..., batch_size={_BATCH})",
+        )
+
+
+def _check_returned(report: dict[str, Any], rank: int) -> None:
+    returned = report["returned"]
+    if isinstance(returned, str):
+        fail(f"ddp_train returned {returned}", "return the plain model's state_dict()")
+    if any(key.startswith("module.") for key in returned):
+        fail(
+            "the keys start with 'module.', the DDP wrapper's prefix",
+            "return the plain model's state_dict(), model.state_dict()",
+        )
+    weights = report["weights"]
+    same = set(returned) == set(weights) and all(
+        torch.equal(returned[key], weights[key]) for key in weights
+    )
+    if not same:
+        fail(
+            f"process {rank} returned other weights than its model holds",
+            "return model.state_dict() after training",
+        )
+
+
+def _check_trained(reports: list[dict[str, Any]]) -> None:
+    first, second = (report["weights"] for report in reports)
+    if any(not torch.equal(first[key], second[key]) for key in first):
+        fail(
+            "the two processes ended with different weights",
+            "wrap the model in DistributedDataParallel, which averages the gradients",
+        )
+    reference = _reference()
+    close = all(torch.allclose(first[key], reference[key], atol=1e-6) for key in reference)
+    if not close:
+        fail(
+            "the weights differ from one process's training on both shares",
+            "per batch: zero_grad(), the loss of the DDP model's output, backward(), step()",
+        )
+
+
+_DDP_TOLD = (
+    Told(
+        r"not been initialized|init_process_group",
+        "used the process group before joining it",
+        "call dist.init_process_group('gloo') first",
+    ),
+    Told(r"twice", "joined the process group twice", "call init_process_group once"),
+    Told(r"NCCL|nccl", "asked for NCCL, which needs GPUs", "join with the Gloo backend, 'gloo'"),
+    Told(
+        r"Connection closed|Connection reset|Timed out|peer",
+        "waited in a collective that another process never called",
+        "make every process call the same collectives, in the same order",
+    ),
+    Told(
+        r"mutually exclusive with shuffle",
+        "gave the DataLoader shuffle=True and a sampler",
+        "leave shuffle out: DistributedSampler shuffles",
+    ),
 )
-def check_shard_indices(shard_indices: Callable) -> str:
-    for n, size in ((10, 3), (8, 2), (5, 4), (3, 4), (2, 5), (1, 3)):
-        for rank in range(size):
-            expected = list(
-                DistributedSampler(range(n), num_replicas=size, rank=rank, shuffle=False)
-            )
-            with mock.patch.object(DistributedSampler, "__iter__", _no_sampler):
-                answer = Machine.cpu().run(shard_indices, n, size, rank)
-            if not isinstance(answer, list) or (got := _ints(answer)) is None:
-                fail(
-                    f"shard_indices returned {short(repr(answer), 50)}",
-                    "return a list of ints (.tolist())",
-                )
-            if got != expected:
-                fail(*_mistake(got, expected, n, size, rank))
-    return "each rank's share, padding included, as DistributedSampler deals it"
+
+
+def _check_outcomes(outcomes: list[Outcome]) -> None:
+    for outcome in outcomes:
+        if outcome.mistake:
+            fail(outcome.mistake, outcome.fix, outcome.details)
+    for outcome in outcomes:
+        _check_reads(outcome.rank, outcome.report["reads"])
+        _check_sizes(outcome.rank, outcome.report["sizes"])
+        _check_returned(outcome.report, outcome.rank)
+    _check_trained([outcome.report for outcome in outcomes])
+    if any(outcome.group_left_open for outcome in outcomes):
+        fail(
+            "the processes left the process group open",
+            "call dist.destroy_process_group() at the end",
+        )
+
+
+@exercise(
+    "write ddp_train(model, loss_fn, optimizer, dataset, epochs) to train as one of 2 DDP "
+    "processes, in batches of 4, and return the plain model's state_dict"
+)
+def check_ddp_train(ddp_train: Callable) -> str:
+    outcomes = run_in_processes(ddp_train, _setup, _report, world_size=_WORLD, told=_DDP_TOLD)
+    show_printed(outcomes)
+    _check_outcomes(outcomes)
+    return (
+        "2 processes, each on its share, stepped as one process on both shares would, "
+        "and left the group"
+    )
+
+
+# ---- exercise 2: orders_for_epochs ------------------------------------------------------------
 
 
 def _sampler(epoch: int = 0) -> DistributedSampler:
@@ -92,7 +268,9 @@ def _sampler(epoch: int = 0) -> DistributedSampler:
 )
 def check_orders_for_epochs(orders_for_epochs: Callable) -> str:
     answer = Machine.cpu().run(orders_for_epochs, _sampler(), 3, consume=100)
-    orders = [_ints(order) for order in answer] if isinstance(answer, list | tuple) else [None]
+    orders = [None]
+    if isinstance(answer, list | tuple):
+        orders = [_ints(order) for order in answer]
     if None in orders:
         fail(f"orders_for_epochs returned {describe(answer)}", "return one list of ints per epoch")
     if len(orders) != 3:
@@ -110,12 +288,16 @@ def check_orders_for_epochs(orders_for_epochs: Callable) -> str:
             "the orders are those of epochs 1, 2 and 3",
             "number the epochs from 0, as range(epochs) does",
         )
-    if wrong := [epoch for epoch in range(3) if orders[epoch] != list(_sampler(epoch))]:
+    wrong = [epoch for epoch in range(3) if orders[epoch] != list(_sampler(epoch))]
+    if wrong:
         fail(
             f"the order of epoch {wrong[0]} is not the sampler's",
             "call set_epoch(epoch), then list it",
         )
     return "set_epoch gives each epoch its own shuffle, the same on every rank"
+
+
+# ---- exercise 3: launch_args ------------------------------------------------------------------
 
 
 def _parse(launch_args: Callable, *inputs: Any) -> Any:
@@ -127,9 +309,11 @@ def _parse(launch_args: Callable, *inputs: Any) -> Any:
         )
     if not isinstance(answer, list | tuple):
         fail(
-            f"launch_args returned {describe(answer)}", "return a list of strings, one per argument"
+            f"launch_args returned {describe(answer)}",
+            "return a list of strings, one per argument",
         )
-    if kinds := sorted({type(part).__name__ for part in answer if not isinstance(part, str)}):
+    kinds = sorted({type(part).__name__ for part in answer if not isinstance(part, str)})
+    if kinds:
         fail(f"some arguments are {', '.join(kinds)}, not strings", "write each as a string")
     if list(answer[:1]) == ["torchrun"]:
         fail("the list starts with the word 'torchrun'", "return only its arguments")
@@ -139,10 +323,12 @@ def _parse(launch_args: Callable, *inputs: Any) -> Any:
             "drop it for several machines",
         )
     parser = get_args_parser()
-    parser.error = lambda why: fail(
-        f"torchrun says: {short(why, 60)}", "use torchrun's own options"
-    )
+    parser.error = _refused_by_torchrun
     return parser.parse_args(list(answer))
+
+
+def _refused_by_torchrun(why: str) -> None:
+    fail(f"torchrun says: {short(why, 60)}", "use torchrun's own options")
 
 
 def _wrong_settings(parsed: Any, nnodes: int, gpus: int, endpoint: str, job_id: str) -> list[str]:
@@ -154,18 +340,23 @@ def _wrong_settings(parsed: Any, nnodes: int, gpus: int, endpoint: str, job_id: 
         "rdzv-endpoint": (parsed.rdzv_endpoint or "unset", endpoint),
         "rdzv-id": (parsed.rdzv_id, job_id),
     }
-    return [
-        f"--{k} is {got!s:.20}, not {ok[0]}"
-        for k, (got, *ok) in settings.items()
-        if f"{got}" not in ok
-    ]
+    wrong = []
+    for option, (got, *right) in settings.items():
+        if f"{got}" not in right:
+            wrong.append(f"--{option} is {short(got, 20)}, not {right[0]}")
+    return wrong
+
+
+def _without_backend(answer: list[str]) -> bool:
+    return not any(part.replace("_", "-").startswith("--rdzv-backend") for part in answer)
 
 
 @exercise(
     "write launch_args(nnodes, gpus_per_node, endpoint, job_id) to return the torchrun arguments"
 )
 def check_launch_args(launch_args: Callable) -> str:
-    parsed = _parse(launch_args, 2, 4, "10.0.0.1:29400", "cifar")
+    inputs = (2, 4, "10.0.0.1:29400", "cifar")
+    parsed = _parse(launch_args, *inputs)
     if parsed.training_script == "python":
         fail(
             "the word python comes before the script",
@@ -173,9 +364,17 @@ def check_launch_args(launch_args: Callable) -> str:
         )
     if parsed.module or parsed.training_script.split("/")[-1] != "ddp_train.py":
         fail("the arguments do not end with the script ddp_train.py", "end with 'ddp_train.py'")
-    if problems := _wrong_settings(parsed, 2, 4, "10.0.0.1:29400", "cifar"):
+    if _without_backend(Machine.cpu().run(launch_args, *inputs)):
+        fail(
+            "without --rdzv-backend torchrun uses a static rendezvous, where every machine needs "
+            "its own --node-rank",
+            "add --rdzv-backend=c10d, which numbers the machines itself",
+        )
+    problems = _wrong_settings(parsed, *inputs)
+    if problems:
         fail("; ".join(problems[:2]), "set each from the function's arguments")
-    if _wrong_settings(_parse(launch_args, 3, 8, "node0:1234", "run7"), 3, 8, "node0:1234", "run7"):
+    other = (3, 8, "node0:1234", "run7")
+    if _wrong_settings(_parse(launch_args, *other), *other):
         fail(
             "the arguments do not follow the inputs",
             "build them from the function's four arguments",
