@@ -72,7 +72,7 @@ def test_a_failing_rank_is_reported_with_its_error(tmp_path):
         "import os\nif os.environ['RANK'] == '1':\n    raise ValueError('rank 1 broke')\n"
     )
     with pytest.raises(
-        RuntimeError, match=r"torchrun exited with 1(.|\n)*ValueError: rank 1 broke"
+        RuntimeError, match=r"torchrun exited with status 1(.|\n)*ValueError: rank 1 broke"
     ):
         torchrun(script=tmp_path / "fail.py")
 
