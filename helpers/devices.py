@@ -211,7 +211,8 @@ def describe_devices() -> str:
     if visible is not None:
         lines.append(f"CUDA_VISIBLE_DEVICES={visible!r}")
     threads = torch.get_num_threads()
-    lines.append(f"CPU: {os.cpu_count()} logical cores, PyTorch uses {threads} threads")
+    threads_used = f"{threads} thread" if threads == 1 else f"{threads} threads"
+    lines.append(f"CPU: {os.cpu_count()} logical cores, PyTorch uses {threads_used}")
     return "\n".join(lines)
 
 
