@@ -78,7 +78,7 @@ test: setup
 		echo "$(ACTIONLINT) .github/workflows/*.yml"; "$(ACTIONLINT)" .github/workflows/*.yml; \
 	elif [ -n "$$COURSE_REQUIRE_ACTIONLINT" ]; then echo "COURSE_REQUIRE_ACTIONLINT is set, and \
 	actionlint was found neither in $(BIN) nor on PATH." >&2; exit 1; \
-	else echo "actionlint not found: .github/workflows not checked (CI checks them)."; fi
+	else echo "actionlint not found: skipped (CI runs it; scripts/check_workflows.py runs here)."; fi
 	$(BIN)/python scripts/check_workflows.py
 	COURSE_QUICK=1 OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest tests notebooks \
 		-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
