@@ -117,11 +117,13 @@ gpu-check:
 # Cut release vX.Y.Z: `make release VERSION=0.2.0`. Sets the version in pyproject.toml and
 # helpers/course.py, points every notebook's Colab/Kaggle links and setup cell and the README's links
 # at the tag, and prints the git commands that commit, tag and push it (see docs/publishing.md).
-# It refuses a malformed version, uncommitted changes and an existing tag.
-RELEASE_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
+# It refuses a malformed version, uncommitted changes and an existing tag. Standard library only:
+# it runs on $(PYTHON), with or without .venv.
 .PHONY: release
 release:
-	@$(RELEASE_PYTHON) scripts/colab_cells.py --release "$(VERSION)"
+	@test -n "$(PYTHON)" || { echo "No Python 3 found on PATH: install one, or say which with \
+	make release VERSION=$(VERSION) PYTHON=..." >&2; exit 1; }
+	@"$(PYTHON)" scripts/release.py "$(VERSION)"
 
 # Format the Python files as `make test` checks them (ruff format; the notebooks keep their layout
 # for now, see pyproject.toml), then apply the fixes ruff can make itself (import order, ...).
