@@ -18,8 +18,9 @@ REQUIREMENTS := requirements.txt
 TORCH_INDEX ?= $(if $(filter 1,$(CPU)),https://download.pytorch.org/whl/cpu)
 ifneq ($(TORCH),)
 VENV := .venv-torch-$(TORCH)
-REQUIREMENTS := $(VENV)/requirements.txt
 endif
+# What $(VENV) installs: requirements.txt, or with TORCH= its copy in .venv-torch-<TORCH>.
+PINS := $(if $(TORCH),$(VENV)/requirements.txt,$(REQUIREMENTS))
 PINNED = $(shell sed -n 's/^$(1)==//p' requirements.txt)
 TORCH_PINS = torch==$(or $(TORCH),$(call PINNED,torch)) \
 	torchvision==$(or $(TORCHVISION),$(call PINNED,torchvision))
@@ -34,10 +35,10 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # (Re)install when the pins or the package metadata change. The environment is there and works:
 # `setup` ran scripts/check_platform.py first, which also rebuilds a .venv that a failed attempt left broken.
-$(STAMP): $(REQUIREMENTS) pyproject.toml
+$(STAMP): $(PINS) pyproject.toml
 	$(if $(TORCH_INDEX),$(BIN)/python -m pip install --quiet --disable-pip-version-check \
 		--index-url $(TORCH_INDEX) $(TORCH_PINS))
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r $(REQUIREMENTS)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r $(PINS)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	@touch $(STAMP)
 
@@ -53,7 +54,7 @@ setup:
 	@$(MAKE) --no-print-directory packages git-filter
 
 # requirements.txt with TORCH and TORCHVISION for their pins (`make lab TORCH=...`).
-.venv-torch-%/requirements.txt: requirements.txt
+.venv-torch-%/requirements.txt: $(REQUIREMENTS)
 	sed -e 's/^torch==.*/torch==$(TORCH)/' -e 's/^torchvision==.*/torchvision==$(TORCHVISION)/' $< > $@
 
 .PHONY: packages
