@@ -2,8 +2,9 @@
 
 Each test releases a clone of this working tree (committed), made here with no network; its
 ``origin`` is a bare repository standing in for GitHub, so the printed git commands run for real.
-``scripts/release.py`` is standard library only: the first release runs on a Python that cannot
-import nbformat, as on a machine without ``.venv``.
+The tests marked ``git_refs`` run again in a tagged, an after-tag and a shallow clone
+(tests/test_clones.py). ``scripts/release.py`` is standard library only: the first release runs
+on a Python that cannot import nbformat, as on a machine without ``.venv``.
 """
 
 import os
@@ -25,7 +26,6 @@ VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["versi
 TAG = f"v{VERSION}"
 NO_MAKE = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")  # when pytest itself runs under `make test`
 pytestmark = [
-    pytest.mark.git_refs,
     pytest.mark.skipif(
         shutil.which("git") is None or shutil.which("make") is None or not (ROOT / ".git").exists(),
         reason="needs git, make and a git clone",
@@ -94,6 +94,7 @@ def stdlib_python(tmp_path):
     return str(wrapper)
 
 
+@pytest.mark.git_refs
 def test_first_release_of_an_untagged_clone_tags_and_pushes_on_the_standard_library(
     clone, stdlib_python
 ):
@@ -127,6 +128,7 @@ def test_first_release_of_a_fork_points_every_cell_and_link_at_its_address(clone
     assert "pytorch-gpu-course/pytorch-gpu-course" not in readme
 
 
+@pytest.mark.git_refs
 def test_release_sets_the_version_everywhere_and_refuses_a_bad_version_a_dirty_tree_and_an_old_tag(
     clone,
 ):
