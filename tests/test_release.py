@@ -66,6 +66,10 @@ def clone(tmp_path):
     """An untagged clone of this working tree, committed, whose origin is a bare repository."""
     path = tmp_path / "clone"
     _git("clone", "-q", "--no-local", str(ROOT), str(path), cwd=tmp_path)
+    # GitHub holds the history the clone was made from (in a shallow clone, the part it has).
+    _git(
+        "clone", "-q", "--bare", "--no-local", str(path), str(tmp_path / "github.git"), cwd=tmp_path
+    )
     listed = _git("ls-files", "-z", "--cached", "--others", "--exclude-standard", cwd=ROOT)
     for name in filter(None, listed.split("\0")):
         if (ROOT / name).is_file():
@@ -77,7 +81,8 @@ def clone(tmp_path):
     _git("commit", "-q", "--allow-empty", "-m", "the working tree", cwd=path)
     for tag in _git("tag", "--list", cwd=path).split():  # a clone of a release has its tag
         _git("tag", "-d", tag, cwd=path)
-    _git("init", "-q", "--bare", str(tmp_path / "github.git"), cwd=tmp_path)
+    for tag in _git("tag", "--list", cwd=tmp_path / "github.git").split():
+        _git("tag", "-d", tag, cwd=tmp_path / "github.git")
     _git("remote", "set-url", "origin", str(tmp_path / "github.git"), cwd=path)
     return path
 
