@@ -126,12 +126,12 @@ def platform_problem(f, python_from="file"):
             "This Linux uses musl (Alpine, for example), and PyPI's torch is built for glibc only: "
             "use a glibc distribution such as Debian or Ubuntu (a container will do), or Colab."
         )
-    glibc = f["libc"].startswith("glibc-") and version_tuple(f["libc"][6:])[:2]
-    if system == "Linux" and glibc and glibc < MIN_GLIBC:
+    glibc = f["libc"][len("glibc-") :] if f["libc"].startswith("glibc-") else ""
+    if system == "Linux" and glibc and version_tuple(glibc)[:2] < MIN_GLIBC:
         return (
             "This Linux has glibc %s, and torch 2.15.0's wheels need glibc 2.28 or newer: use a newer "
             "distribution (Debian 10, Ubuntu 20.04, RHEL 8 or later; a container will do), or Colab."
-            % f["libc"][6:]
+            % glibc
         )
     if version_tuple(f["python"])[:2] < MIN_PYTHON:
         return old_python(f, system, python_from)

@@ -124,6 +124,7 @@ def test_platforms_that_cannot_install_say_what_to_do(course, facts, names):
         "system=Darwin machine=arm64 macos=14.0 python=3.11.9",
         "system=Linux python=3.13.1 libc=glibc-2.28",
         "system=Linux python=3.11.2 libc=",  # a libc it cannot name: pip decides
+        "system=Linux python=3.11.2 libc=glibc-",  # glibc of unknown version
     ],
 )
 def test_platforms_that_can_install_pass(course, facts):
