@@ -3,7 +3,8 @@
 The sizes are the notebook's own: its network (3,072 -> 1,024 -> 1,024 -> 1,024 -> 10, float32)
 has 5,256,202 parameters, so 20 MiB of parameters, 20 MiB of gradients and 2 x 20 MiB of Adam
 state; autograd keeps (3 x 1,024 + 10) x 4 bytes of activations per image (cells 07-04 and 07-06
-check both).
+check both). The peak is the one cell 07-08 measured on an H100: the batch, the gradients and
+one parameter-sized temporary that Adam's step makes (the square root of its second copy).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from figures.style import BLUE, GREEN, GREY, ORANGE, PURPLE
+from figures.style import BLUE, GREEN, GREY, ORANGE, PURPLE, RED
 
 MiB = 2**20
 LAYERS = [(3 * 32 * 32, 1024), (1024, 1024), (1024, 1024), (1024, 10)]
@@ -20,21 +21,26 @@ ACTIVATIONS_PER_IMAGE = (3 * 1024 + 10) * 4  # bytes autograd keeps for backward
 IMAGE_BYTES = 3 * 32 * 32 * 4 + 8  # an image and its int64 label
 
 
-def _step(batch: int) -> tuple[list[float], dict[str, list[float]]]:
-    """Memory in MiB at the moments of one step (not the first: Adam's state exists), as stacked
-    layers."""
-    acts = batch * ACTIVATIONS_PER_IMAGE / MiB
-    data = batch * IMAGE_BYTES / MiB
+MEASURED_PEAK = 52.1  # MiB above the start of the step, on an H100 at batch 1,024 (cell 07-08)
+BATCH = 1024
+
+
+def _step() -> tuple[list[float], dict[str, list[float]]]:
+    """Memory in MiB at the moments of one step at batch 1,024 (not the first: Adam's state
+    exists), as stacked layers."""
+    acts = BATCH * ACTIVATIONS_PER_IMAGE / MiB
+    data = BATCH * IMAGE_BYTES / MiB
     p = PARAMETERS
-    # moments: start, batch on the GPU, end of forward, middle of backward, end of backward,
+    # moments: start, batch on the GPU, end of forward, end of backward, inside step(),
     # after step()
     x = [0, 1, 2, 3, 4, 5]
     layers = {
         "parameters": [p] * 6,
         "Adam state (2 copies)": [2 * p] * 6,
         "batch (images, labels)": [0, data, data, data, data, data],
-        "activations kept for backward": [0, 0, acts, acts / 2, 0, 0],
-        "gradients": [0, 0, 0, p / 2, p, p],
+        "activations kept for backward": [0, 0, acts, 0, 0, 0],
+        "gradients": [0, 0, 0, p, p, p],
+        "Adam's temporary in step()": [0, 0, 0, 0, p, 0],
     }
     return x, layers
 
@@ -45,48 +51,45 @@ COLOURS = {
     "batch (images, labels)": GREY,
     "activations kept for backward": PURPLE,
     "gradients": ORANGE,
+    "Adam's temporary in step()": RED,
 }
 
 
 def memory_of_a_step() -> Figure:
-    fig = Figure(figsize=(8, 4))
-    axes = fig.subplots(1, 2, sharey=True)
-    fig.subplots_adjust(left=0.08, right=0.97, top=0.92, bottom=0.35, wspace=0.1)
-    for ax, batch in zip(axes, (1024, 4096), strict=True):
-        x, layers = _step(batch)
-        ax.stackplot(
-            x, *layers.values(), colors=[COLOURS[k] for k in layers], alpha=0.75, linewidth=0
-        )
-        allocated = [sum(v[i] for v in layers.values()) for i in range(len(x))]
-        reserved = max(allocated) + 6  # the cache keeps the blocks of earlier steps' peak
-        ax.plot([x[0], x[-1]], [reserved, reserved], color="black", linestyle="--", linewidth=1.5)
-        ax.annotate(
-            "reserved by PyTorch: the peak of\nearlier steps, kept in the cache",
-            xy=(1.2, reserved),
-            xytext=(1.6, reserved + 30),
-            fontsize=9,
-            ha="center",
-            arrowprops={"arrowstyle": "-", "color": "black", "linewidth": 0.8},
-        )
-        acts = batch * ACTIVATIONS_PER_IMAGE / MiB
-        ax.set_title(f"batch {batch:,}: {acts:.0f} MiB of activations", fontsize=10)
-        ax.set_xticks(
-            x,
-            [
-                "step\nstarts",
-                "batch\nloaded",
-                "after\nforward",
-                "during\nbackward",
-                "after\nbackward",
-                "after\nstep()",
-            ],
-            fontsize=8,
-        )
-        ax.set_xlim(-0.4, 5.4)
-        ax.set_ylim(0, 245)
-        ax.tick_params(axis="y", labelsize=9)
-        ax.spines[["top", "right"]].set_visible(False)
-    axes[0].set_ylabel("GPU memory (MiB)", fontsize=10)
+    fig = Figure(figsize=(8, 4.2))
+    ax = fig.subplots()
+    fig.subplots_adjust(left=0.1, right=0.97, top=0.92, bottom=0.36)
+    x, layers = _step()
+    ax.stackplot(x, *layers.values(), colors=[COLOURS[k] for k in layers], alpha=0.75, linewidth=0)
+    allocated = [sum(v[i] for v in layers.values()) for i in range(len(x))]
+    start = allocated[0]
+    peak = max(allocated)
+    ax.plot([x[0], x[-1]], [peak + 2, peak + 2], color="black", linestyle="--", linewidth=1.5)
+    ax.annotate(
+        f"the peak, in step(): {peak - start:.1f} MiB above the start\n"
+        f"(the H100 measured {MEASURED_PEAK} MiB); reserved memory stays there",
+        xy=(4, peak + 2),
+        xytext=(1.7, peak + 14),
+        va="bottom",
+        fontsize=9,
+        ha="center",
+        arrowprops={"arrowstyle": "-", "color": "black", "linewidth": 0.8},
+    )
+    ax.set_title(f"one step at batch {BATCH:,}, after the first", fontsize=10)
+    labels = [
+        "step\nstarts",
+        "batch\nloaded",
+        "after\nforward",
+        "after\nbackward",
+        "inside\nstep()",
+        "after\nstep()",
+    ]
+    ax.set_xticks(x, labels, fontsize=9)
+    ax.set_xlim(-0.2, 5.2)
+    ax.set_ylim(0, 160)
+    ax.tick_params(axis="y", labelsize=9)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.set_ylabel("GPU memory (MiB)", fontsize=10)
     handles = [Patch(color=c, alpha=0.75, label=k) for k, c in COLOURS.items()]
     handles.append(
         Patch(facecolor="none", edgecolor="black", linestyle="--", label="reserved (cache)")
@@ -94,7 +97,7 @@ def memory_of_a_step() -> Figure:
     fig.legend(
         handles=handles,
         loc="lower center",
-        bbox_to_anchor=(0.5, 0.05),
+        bbox_to_anchor=(0.5, 0.06),
         ncol=3,
         fontsize=9,
         frameon=False,
@@ -102,7 +105,7 @@ def memory_of_a_step() -> Figure:
     fig.text(
         0.5,
         0.01,
-        "not drawn: the CUDA context and library workspaces, outside PyTorch's cache",
+        "not drawn: the CUDA context, outside PyTorch's cache, and cuBLAS's workspace",
         ha="center",
         va="bottom",
         fontsize=9,
