@@ -122,3 +122,13 @@ RELEASE_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
 .PHONY: release
 release:
 	@$(RELEASE_PYTHON) scripts/colab_cells.py --release "$(VERSION)"
+
+# `make site`: the course as a website, in book/_build/html/ (open index.html). It executes every
+# notebook in default mode, SITE_JOBS at a time, then builds the pages with Sphinx, MyST-NB and
+# sphinx-book-theme, offline. `make site SITE_ARGS=--quick` executes in quick mode instead.
+# book/make_site.py says what each step does; .github/workflows/pages.yml publishes the site.
+SITE_JOBS ?= 2
+SITE_ARGS ?=
+.PHONY: site
+site: setup
+	$(BIN)/python book/make_site.py --jobs $(SITE_JOBS) $(SITE_ARGS)
