@@ -126,6 +126,13 @@ RELEASE_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
 release:
 	@$(RELEASE_PYTHON) scripts/colab_cells.py --release "$(VERSION)"
 
+# Format the Python files as `make test` checks them (ruff format; the notebooks keep their layout
+# for now, see pyproject.toml), then apply the fixes ruff can make itself (import order, ...).
+.PHONY: format
+format: setup
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
 # `make site`: the course as a website, in book/_build/html/ (open index.html). It executes every
 # notebook in default mode, SITE_JOBS at a time, then builds the pages with Sphinx, MyST-NB and
 # sphinx-book-theme, offline. `make site SITE_ARGS=--quick` executes in quick mode instead.

@@ -1,4 +1,4 @@
-"""Benchmark: how fast Tudui trains with the tutorial's loop and with the fast path of 06_performance.
+"""Benchmark: how fast Tudui trains with the tutorial's loop and the fast path of 06_performance.
 
 Run ``make bench`` (or ``python benchmarks/bench.py``) on whatever device is present; ``--quick``
 makes a short run. On the same data and from the same initial weights it trains, N times each,
@@ -45,28 +45,29 @@ from benchlib import (  # noqa: E402
     PATH_NAMES,
     LargeBatchSchedule,
     LossStep,
-    adam,
     bench_failures,
     describe_result,
     device_name,
+    make_optimizer,
     result_stem,
     scheduled,
     time_to_accuracy,
 )
 
-from helpers.data import STAND_IN_VERSION, SyntheticCIFAR10, load_cifar10  # noqa: E402
+from helpers.data import load_cifar10  # noqa: E402
 from helpers.devices import pick_device  # noqa: E402
 from helpers.fastpath import (  # noqa: E402
     Autocast,
     DeviceLoader,
     choose_precision,
     dataset_tensors,
+    fast_path_epoch,
     grad_scaler,
-    sgd,
-    train_epoch,
 )
 from helpers.models import Tudui  # noqa: E402
-from helpers.timing import Stopwatch, results_dir  # noqa: E402
+from helpers.results import results_dir  # noqa: E402
+from helpers.standin import STAND_IN_VERSION, SyntheticCIFAR10  # noqa: E402
+from helpers.timing import Stopwatch  # noqa: E402
 from helpers.train import evaluate  # noqa: E402
 
 SEED = 0
@@ -76,7 +77,7 @@ SGD_BATCH_LIMIT = 512  # the fast path trains with SGD up to this batch, with Ad
 LADDER_BATCH = 512  # the ladder's larger batch, as 06_performance's
 FAST_EPOCHS = {"sgd": 30, "adam": 15}  # SGD's recipe needs more epochs than the baseline's 10
 WARMUP_STEPS = 3  # per batch shape: compilation and CUDA graphs' recording happen here
-PATHS = list(PATH_NAMES)  # the result files' keys: seed_pipeline (the baseline), fast_path, control
+PATHS = list(PATH_NAMES)  # the result files' keys: tutorial_loop (the baseline), fast_path, control
 # Speed is judged on the first run, accuracy on every run.
 TARGETS = {
     "cuda": {"images_per_second": 1_000_000, "ratio": 80.0, "seconds": 2.0},
@@ -85,7 +86,7 @@ TARGETS = {
 BASELINE = {
     "loader": "dataloader",
     "batch_size": BASELINE_BATCH_SIZE,
-    "recipe": "seed",
+    "recipe": "tutorial",
     "optimizer": "sgd",
     "channels_last": False,
     "precision": "float32",
@@ -103,11 +104,20 @@ def settings_for(device: torch.device, args: argparse.Namespace) -> dict:
     """The run's settings from the command line and the device, checked."""
     on_cpu = device.type == "cpu"
     if args.quick:
-        train_size, test_size, epochs, repeats = 2_048, 1_000, 2, 2
+        train_size = 2_048
+        test_size = 1_000
+        epochs = 2
+        repeats = 2
     elif on_cpu:  # a tenth of the data, tested on 2,000 images: on 2 cores testing costs time too
-        train_size, test_size, epochs, repeats = 10_000, 2_000, 10, 3
+        train_size = 10_000
+        test_size = 2_000
+        epochs = 10
+        repeats = 3
     else:
-        train_size, test_size, epochs, repeats = None, None, 10, 3
+        train_size = None
+        test_size = None
+        epochs = 10
+        repeats = 3
     pick = lambda given, default: default if given is None else given  # noqa: E731
     fast_batch = pick(args.fast_batch, CPU_FAST_BATCH if on_cpu else GPU_FAST_BATCH)
     optimizer = (
@@ -163,12 +173,15 @@ def settings_for(device: torch.device, args: argparse.Namespace) -> dict:
         "dataloader_workers": min(8, max(1, (os.cpu_count() or 2) // 2)),
         "threads": torch.get_num_threads(),
         "skip": sorted(args.skip or []),
-        "timed": "training only; images/s: the median epoch from epoch 2 on; warm-up steps timed apart",
+        "timed": (
+            "training only; images/s: the median epoch from epoch 2 on; warm-up steps timed apart"
+        ),
     }
 
 
 def recipe_for(config: dict, settings: dict) -> dict:
-    """The learning-rate recipe of a config's optimizer: SGD's (linear rule) or Adam's (square root)."""
+    """The learning-rate recipe of a config's optimizer: SGD's (linear rule) or Adam's (square
+    root)."""
     return settings["adam_recipe"] if config["optimizer"] == "adam" else settings["recipe"]
 
 
@@ -195,14 +208,19 @@ def describe_config(config: dict, settings: dict) -> str:
     """A config in words, as the report and the JSON's ``settings.paths`` show it."""
     loader = {
         "dataloader": "DataLoader over PIL images, ToTensor per sample, num_workers=0",
-        "workers": f"DataLoader with {settings['dataloader_workers']} workers, pinned memory on CUDA",
+        "workers": (
+            f"DataLoader with {settings['dataloader_workers']} workers, pinned memory on CUDA"
+        ),
         "device": "the dataset on the device (DeviceLoader)",
     }[config["loader"]]
     recipe = recipe_for(config, settings)
     peak = f"lr {schedule_for(config, settings, 1, 1).peak_lr:g} ({recipe['scaling']} scaling)"
     lr = {
-        "seed": f"lr {BASELINE_LR:g} constant",
-        "schedule": f"{peak} after a {recipe['warmup_epochs']:g}-epoch warm-up, {recipe['decay']} decay to 0",
+        "tutorial": f"lr {BASELINE_LR:g} constant",
+        "schedule": (
+            f"{peak} after a {recipe['warmup_epochs']:g}-epoch warm-up, "
+            f"{recipe['decay']} decay to 0"
+        ),
         "linear_scaling_only": f"{peak} from the first step, constant",
     }[config["recipe"]]
     name = "Adam" if config["optimizer"] == "adam" else "SGD"
@@ -224,9 +242,17 @@ class Pipeline:
     """A model, its loader, optimizer, schedule and scaler, built from a config."""
 
     def __init__(
-        self, config: dict, data: dict, device: torch.device, epochs: int, seed: int, settings: dict
+        self,
+        config: dict,
+        data: dict,
+        device: torch.device,
+        *,
+        epochs: int,
+        seed: int,
+        settings: dict,
     ):
-        self.config, self.device = config, device
+        self.config = config
+        self.device = device
         torch.manual_seed(seed)  # the same initial weights for every pipeline of a repeat
         self.model = Tudui().to(device)
         if config["channels_last"]:
@@ -253,16 +279,17 @@ class Pipeline:
                 num_workers=workers,
                 **extra,
             )
-        if config["recipe"] == "seed":
-            self.schedule, lr = None, BASELINE_LR
+        if config["recipe"] == "tutorial":
+            self.schedule = None
+            lr = BASELINE_LR
         else:
             self.schedule = schedule_for(config, settings, len(self.loader), epochs)
             lr = self.schedule.lr_at(0)
-        build = adam if config["optimizer"] == "adam" else sgd
-        self.optimizer, self.optimizer_kind = build(
-            self.model.parameters(), lr, fused=config["fused"]
+        self.optimizer = make_optimizer(
+            config["optimizer"], self.model.parameters(), lr, fused=config["fused"]
         )
-        self.net, self.scaler = self.model, None
+        self.net = self.model
+        self.scaler = None
         if config["precision"] != "float32":
             self.net = Autocast(
                 self.model, torch.bfloat16 if config["precision"] == "bf16" else torch.float16
@@ -279,9 +306,11 @@ class Pipeline:
         self.lr_text = self.schedule.describe() if self.schedule else f"lr {BASELINE_LR:g} constant"
 
     def warm_up(self, data: dict) -> float:
-        """Seconds of a few steps per batch shape at lr 0, weights restored after (it compiles here)."""
+        """Seconds of a few steps per batch shape at lr 0, weights restored after (it compiles
+        here)."""
         x, y = data["train_cl" if self.config["channels_last"] else "train"]
-        n, batch = x.shape[0], self.config["batch_size"]
+        n = x.shape[0]
+        batch = self.config["batch_size"]
         sizes = sorted({min(batch, n), n % batch} - {0}, reverse=True)
         batches = [(x[:size], y[:size]) for size in sizes for _ in range(WARMUP_STEPS)]
         saved = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
@@ -290,7 +319,7 @@ class Pipeline:
             group["lr"] = 0.0
         scaler = grad_scaler(self.device) if self.scaler is not None else None
         with Stopwatch(self.device) as watch:
-            train_epoch(
+            fast_path_epoch(
                 self.net, batches, self.optimizer, self.device, scaler=scaler, loss_step=self.step
             )
         self.model.load_state_dict(saved)
@@ -306,7 +335,7 @@ def train_run(pipe: Pipeline, data: dict, epochs: int, label: str, *, test: bool
     print(f"  {label}:", flush=True)
     record = {
         "lr": pipe.lr_text,
-        "optimizer": pipe.optimizer_kind,
+        "optimizer": "fused" if pipe.config["fused"] else "default",
         "epoch_seconds": [],
         "epoch_images": [],
         "epoch_train_loss": [],
@@ -320,9 +349,14 @@ def train_run(pipe: Pipeline, data: dict, epochs: int, label: str, *, test: bool
             with Stopwatch(device) as watch:
                 first = epoch * len(pipe.loader)
                 batches = scheduled(
-                    pipe.loader, pipe.optimizer, pipe.schedule, first, device, pipe.non_blocking
+                    pipe.loader,
+                    pipe.optimizer,
+                    pipe.schedule,
+                    first,
+                    device,
+                    non_blocking=pipe.non_blocking,
                 )
-                stats = train_epoch(
+                stats = fast_path_epoch(
                     pipe.net,
                     batches,
                     pipe.optimizer,
@@ -348,7 +382,8 @@ def train_run(pipe: Pipeline, data: dict, epochs: int, label: str, *, test: bool
         print(f"    NON-FINITE: {record['error']}", flush=True)
     finally:
         pipe.loader = None  # persistent DataLoader workers end with it
-    seconds, images = record["epoch_seconds"], record["epoch_images"]
+    seconds = record["epoch_seconds"]
+    images = record["epoch_images"]
     rates = [n / t for n, t in zip(images[1:], seconds[1:], strict=True)]
     record["first_epoch_seconds"] = seconds[0] if seconds else None
     record["images_per_second"] = statistics.median(rates) if rates else None
@@ -362,7 +397,7 @@ def path_configs(settings: dict) -> dict:
     """The baseline, the fast path and the control, by their keys in the result."""
     fast = settings["fast_config"]
     return {
-        "seed_pipeline": BASELINE,
+        "tutorial_loop": BASELINE,
         "fast_path": fast,
         "linear_scaling_only": {**fast, "recipe": "linear_scaling_only"},
     }
@@ -370,16 +405,21 @@ def path_configs(settings: dict) -> dict:
 
 def run_paths(data: dict, settings: dict, device: torch.device, save) -> list[dict]:
     """Every repeat of the three pipelines, each in turn first; ``save(runs)`` after each repeat."""
-    configs, runs = path_configs(settings), []
+    configs = path_configs(settings)
+    runs = []
     for repeat in range(settings["repeats"]):
         run = {}
         for path in PATHS[repeat % 3 :] + PATHS[: repeat % 3]:
-            epochs = settings["epochs"] if path == "seed_pipeline" else settings["fast_epochs"]
-            pipe = Pipeline(configs[path], data, device, epochs, SEED + repeat, settings)
+            epochs = settings["epochs"] if path == "tutorial_loop" else settings["fast_epochs"]
+            seed = SEED + repeat
+            pipe = Pipeline(
+                configs[path], data, device, epochs=epochs, seed=seed, settings=settings
+            )
             run[path] = train_run(
                 pipe, data, epochs, f"run {repeat + 1}, {PATH_NAMES[path]}", test=True
             )
-        baseline, fast = run["seed_pipeline"], run["fast_path"]
+        baseline = run["tutorial_loop"]
+        fast = run["fast_path"]
         ratio = (
             fast["images_per_second"] / baseline["images_per_second"]
             if fast["images_per_second"] and baseline["images_per_second"]
@@ -407,13 +447,14 @@ def run_paths(data: dict, settings: dict, device: torch.device, save) -> list[di
 
 def ladder_steps(device: torch.device, settings: dict) -> list[dict]:
     """The ladder: each step the one above plus one change, or skipped with the reason."""
-    fast, steps = settings["fast_config"], []
+    fast = settings["fast_config"]
+    steps = []
 
     def add(key: str, words: str, config: dict | None, skipped: str | None = None) -> dict:
         steps.append({"key": key, "step": words, "config": config, "skipped": skipped})
         return config
 
-    config = add("seed", "tutorial's loop (DataLoader, PIL, batch 64)", dict(BASELINE))
+    config = add("tutorial", "tutorial's loop (DataLoader, PIL, batch 64)", dict(BASELINE))
     config = add(
         "workers",
         f"+ {settings['dataloader_workers']} DataLoader worker(s)",
@@ -457,20 +498,26 @@ def ladder_steps(device: torch.device, settings: dict) -> list[dict]:
 
 
 def run_ladder(data: dict, settings: dict, device: torch.device) -> list[dict]:
-    """Train and time each step of the ladder for ``ladder_epochs``; its speed-ups over the one before."""
-    rungs, base, previous = [], None, None
+    """Train and time each step of the ladder for ``ladder_epochs``; its speed-ups over the one
+    before."""
+    rungs = []
+    base = None
+    previous = None
     for step in ladder_steps(device, settings):
         rung = dict(step)
         if not step["skipped"]:
             rung["description"] = describe_config(step["config"], settings)
-            pipe = Pipeline(step["config"], data, device, settings["ladder_epochs"], SEED, settings)
+            epochs = settings["ladder_epochs"]
+            pipe = Pipeline(
+                step["config"], data, device, epochs=epochs, seed=SEED, settings=settings
+            )
             rung |= train_run(
                 pipe, data, settings["ladder_epochs"], f"ladder: {step['step']}", test=False
             )
             ips = rung["images_per_second"]
             base = base or ips
             rung["speedup_previous"] = ips / previous if ips and previous else None
-            rung["speedup_seed"] = ips / base if ips and base else None
+            rung["speedup_tutorial"] = ips / base if ips and base else None
             previous = ips or previous
         rungs.append(rung)
     return rungs
@@ -512,10 +559,8 @@ def summarize(runs: list[dict]) -> dict:
 
 def judge_targets(device: torch.device, runs: list[dict], failures: list[dict]) -> dict:
     """The device's targets, met or not: speed on the first run, accuracy on every run."""
-    goals, checks = (
-        TARGETS.get(device.type, {}),
-        {"judged_on": "speed: the first run; accuracy: every run"},
-    )
+    goals = TARGETS.get(device.type, {})
+    checks = {"judged_on": "speed: the first run; accuracy: every run"}
     if not runs:
         return checks
     first = runs[0]
@@ -547,14 +592,15 @@ def judge_targets(device: torch.device, runs: list[dict], failures: list[dict]) 
         )
     reached = [r["time_to_accuracy"]["seconds"] is not None for r in runs]
     failed = [f for f in failures if f.get("path") == "fast_path"]
-    learned = all((r["seed_pipeline"]["test_accuracy"] or 0) >= 0.15 for r in runs)  # chance: 10%
+    learned = all((r["tutorial_loop"]["test_accuracy"] or 0) >= 0.15 for r in runs)  # chance: 10%
     checks["accuracy"] = {
         "target": "every fast-path run reaches the baseline's final test accuracy, none fails",
         "measured": {"reached": reached, "failures": len(failed)},
         "met": False
         if failed
         else (all(reached) if learned else None),  # None: the baseline learned nothing
-        "text": f"every fast-path run reaches the baseline's accuracy ({sum(reached)} of {len(runs)}, "
+        "text": "every fast-path run reaches the baseline's accuracy "
+        f"({sum(reached)} of {len(runs)}, "
         f"{len(failed)} failed)"
         + ("" if learned else "; not judged: the baseline ended near chance"),
     }
@@ -562,7 +608,8 @@ def judge_targets(device: torch.device, runs: list[dict], failures: list[dict]) 
 
 
 def failing(failures: list[dict]) -> list[dict]:
-    """The failures that fail the bench: all but the control's, which shows what the recipe prevents."""
+    """The failures that fail the bench: all but the control's, which shows what the recipe
+    prevents."""
     return [f for f in failures if f.get("path") != "linear_scaling_only"]
 
 
@@ -571,7 +618,8 @@ def _fmt(value: float | None, pattern: str) -> str:
 
 
 def plot(result: dict, png_path: Path) -> None:
-    """Three panels: every run's images/s, the ladder, and test accuracy against training seconds."""
+    """Three panels: every run's images/s, the ladder, and test accuracy against training
+    seconds."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -580,7 +628,7 @@ def plot(result: dict, png_path: Path) -> None:
 
     fig, axes = plt.subplots(1, 3, figsize=(18, 5.5))
     colours = {
-        "seed_pipeline": "tab:gray",
+        "tutorial_loop": "tab:gray",
         "fast_path": "tab:green",
         "linear_scaling_only": "tab:orange",
     }
@@ -602,7 +650,8 @@ def plot(result: dict, png_path: Path) -> None:
             [r["images_per_second"] for r in ladder],
             color=["tab:green" if r.get("fast_path") else "tab:blue" for r in ladder],
         )
-        ax.bar_label(bars, [f"{r['speedup_seed']:.2f}x" for r in ladder], fontsize=10, padding=3)
+        speedups = [f"{r['speedup_tutorial']:.2f}x" for r in ladder]
+        ax.bar_label(bars, speedups, fontsize=10, padding=3)
         ax.set_yticks(range(len(ladder)), [r["step"] for r in ladder], fontsize=10)
         ax.invert_yaxis()
     ax.set_xlabel("training images/s (x the tutorial's loop)")
@@ -626,7 +675,8 @@ def plot(result: dict, png_path: Path) -> None:
     ax.legend(fontsize=10)
     device = result["device"]
     quick = " (quick run)" if result["settings"]["quick"] else ""
-    torch_version, day = result["versions"]["torch"], result["date"][:10]
+    torch_version = result["versions"]["torch"]
+    day = result["date"][:10]
     fig.suptitle(f"{device['name']} ({device['type']}), torch {torch_version}, {day}{quick}")
     fig.tight_layout()
     fig.savefig(png_path, dpi=100)
@@ -675,7 +725,8 @@ def load_data(settings: dict, device: torch.device) -> dict:
     to_tensor = transforms.ToTensor()
     train = load_cifar10(train=True, transform=to_tensor, size=settings["train_size"])
     test = load_cifar10(train=False, transform=to_tensor, size=settings["test_size"])
-    settings["train_size"], settings["test_size"] = len(train), len(test)
+    settings["train_size"] = len(train)
+    settings["test_size"] = len(test)
     synthetic = isinstance(train, SyntheticCIFAR10)
     settings["data"] = "synthetic stand-in" if synthetic else "CIFAR-10"
     if synthetic:
@@ -704,11 +755,13 @@ def run(argv: list[str] | None = None) -> dict:
     }
     name = device_name(device)
     print(
-        f"Benchmark on {name} ({device}); fast path: {settings['paths']['fast_path']['description']}",
+        f"Benchmark on {name} ({device}); "
+        f"fast path: {settings['paths']['fast_path']['description']}",
         flush=True,
     )
     stem = result_stem(device.type, name, quick=args.quick)
-    json_path, png_path = out / f"{stem}.json", out / f"{stem}.png"
+    json_path = out / f"{stem}.json"
+    png_path = out / f"{stem}.png"
     png_path.unlink(missing_ok=True)  # an earlier run's plot no longer matches the JSON
     command = " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])])
     state = {"ladder": [], "incomplete": "the runs are still going"}
@@ -767,7 +820,8 @@ def run(argv: list[str] | None = None) -> dict:
     print(f"wall time {result['wall_seconds']:.0f} s; wrote {json_path} and {png_path}")
     if failing(result["failures"]):
         print(
-            f"FAILED: {len(failing(result['failures']))} run(s) diverged or became non-finite: exit status 1"
+            f"FAILED: {len(failing(result['failures']))} run(s) diverged or became non-finite: "
+            "exit status 1"
         )
     return result
 

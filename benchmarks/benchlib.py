@@ -20,13 +20,15 @@ from torch import nn
 from helpers import _args
 
 # The tutorial's recipe: Tudui with SGD at batch 64, lr 0.01. SGD's scaling rule starts from it.
-BASELINE_BATCH_SIZE, BASELINE_LR = 64, 0.01
+BASELINE_BATCH_SIZE = 64
+BASELINE_LR = 0.01
 # Adam's recipe starts from PyTorch's default rate, taken at batch 128, scaled by the square root.
-ADAM_BASE_BATCH_SIZE, ADAM_BASE_LR = 128, 0.001
+ADAM_BASE_BATCH_SIZE = 128
+ADAM_BASE_LR = 0.001
 
 # The three pipelines of a bench run, by their keys in the result files, and their names in reports.
 PATH_NAMES = {
-    "seed_pipeline": "tutorial's loop",
+    "tutorial_loop": "tutorial's loop",
     "fast_path": "fast path",
     "linear_scaling_only": "no warm-up or decay",
 }
@@ -35,9 +37,14 @@ LEARNED = 0.20  # a run at or above this (twice chance) has learned something
 LOSS_LIMIT = 2 * math.log(10)  # twice the loss of a uniform guess over ten classes
 
 
-def adam(params: Iterable, lr: float, *, fused: bool = False) -> tuple[torch.optim.Adam, str]:
-    """``torch.optim.Adam(params, lr)``, fused where asked; and which it is, in words (as ``sgd`` says)."""
-    return torch.optim.Adam(params, lr, fused=fused or None), "fused" if fused else "default"
+def make_optimizer(name: str, params: Iterable, lr: float, *, fused: bool) -> torch.optim.Optimizer:
+    """``torch.optim.SGD`` (no momentum, as the tutorial) or ``torch.optim.Adam`` for ``name``
+    (``"sgd"``, ``"adam"``), fused (one kernel for all the parameters) where asked."""
+    if name == "adam":
+        return torch.optim.Adam(params, lr, fused=fused or None)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr, fused=fused or None)
+    raise ValueError(f"make_optimizer: name is 'sgd' or 'adam', not {name!r}.")
 
 
 def scheduled(
@@ -46,10 +53,12 @@ def scheduled(
     schedule: Any,
     first_step: int,
     device: Any,
+    *,
     non_blocking: bool = False,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """``loader``'s batches on ``device`` (copied with ``non_blocking``), each after
-    ``schedule.apply(optimizer, first_step + i)`` set its step's learning rate (``None``: no schedule)."""
+    ``schedule.apply(optimizer, first_step + i)`` set its step's learning rate (``None``: no
+    schedule)."""
     for step, (inputs, targets) in enumerate(loader):
         if schedule is not None:
             schedule.apply(optimizer, first_step + step)
@@ -63,7 +72,7 @@ class LossStep(nn.Module):
     """The forward half of a training step as one module: ``LossStep(model)(inputs, targets)``.
 
     Returns the loss and the number of right answers. Pass ``torch.compile(LossStep(model))`` as
-    ``helpers.fastpath.train_epoch(..., loss_step=...)`` to compile the model, the loss and the
+    ``helpers.fastpath.fast_path_epoch(..., loss_step=...)`` to compile the model, the loss and the
     count into one graph. ``loss_fn`` defaults to ``nn.CrossEntropyLoss()``.
     """
 
@@ -71,7 +80,8 @@ class LossStep(nn.Module):
         super().__init__()
         if not isinstance(model, nn.Module):
             raise TypeError(
-                f"LossStep wraps a model (an nn.Module), got {type(model).__name__} {_args.shown(model)}."
+                f"LossStep wraps a model (an nn.Module), got {type(model).__name__} "
+                f"{_args.shown(model)}."
             )
         self.model = model
         self.loss_fn = nn.CrossEntropyLoss() if loss_fn is None else loss_fn
@@ -135,12 +145,14 @@ class LargeBatchSchedule:
             )
         if self.scaling not in _SCALINGS:
             raise ValueError(
-                f"{caller}: scaling must be one of {_SCALINGS} ('linear' for SGD, 'sqrt' for Adam), "
+                f"{caller}: scaling must be one of {_SCALINGS} ('linear' for SGD, 'sqrt' for "
+                "Adam), "
                 f"got {_args.shown(self.scaling)}."
             )
         if self.final_lr > self.peak_lr:
             raise ValueError(
-                f"{caller}: final_lr {self.final_lr} is above the peak {self.peak_lr:g}: a decay goes down."
+                f"{caller}: final_lr {self.final_lr} is above the peak {self.peak_lr:g}: "
+                "a decay goes down."
             )
 
     @property
@@ -168,10 +180,12 @@ class LargeBatchSchedule:
         step = _args.integer(step, "step", "LargeBatchSchedule.lr_at", minimum=0)
         if step >= self.total_steps:
             raise ValueError(
-                f"LargeBatchSchedule.lr_at: step {step} is past the last step ({self.total_steps - 1}): "
+                f"LargeBatchSchedule.lr_at: step {step} is past the last step "
+                f"({self.total_steps - 1}): "
                 f"the schedule was made for {self.epochs} epochs of {self.steps_per_epoch} steps."
             )
-        peak, warmup = self.peak_lr, self.warmup_steps
+        peak = self.peak_lr
+        warmup = self.warmup_steps
         start = min(self.base_lr, peak)
         if step < warmup:
             return start + (peak - start) * step / warmup
@@ -240,14 +254,16 @@ def result_stem(device_type: str, name: str, *, quick: bool = False, prefix: str
 def time_to_accuracy(
     epoch_seconds: list[float], epoch_accuracy: list[float | None], target: float
 ) -> tuple[float | None, int | None]:
-    """Training seconds until the first epoch whose test accuracy reaches ``target``, and that epoch.
+    """Training seconds until the first epoch whose test accuracy reaches ``target``, and that
+    epoch.
 
     ``epoch_seconds[i]`` is the training time of epoch ``i + 1``, ``epoch_accuracy[i]`` the test
     accuracy after it. Epochs count from 1; ``(None, None)`` when no epoch reaches ``target``.
     """
     if len(epoch_seconds) != len(epoch_accuracy):
         raise ValueError(
-            f"time_to_accuracy: {len(epoch_seconds)} epoch times but {len(epoch_accuracy)} accuracies: "
+            f"time_to_accuracy: {len(epoch_seconds)} epoch times but {len(epoch_accuracy)} "
+            "accuracies: "
             "one of each per epoch"
         )
     if isinstance(target, bool) or not isinstance(target, numbers.Real) or not 0 <= target <= 1:
@@ -278,7 +294,8 @@ def run_failure(record: dict, baseline_accuracy: float | None = None) -> str | N
         return f"non-finite: the training loss of epoch {len(losses)} is {losses[-1]}"
     if losses and losses[-1] > LOSS_LIMIT:
         return (
-            f"diverged: the training loss of its last epoch is {losses[-1]:.3g}, above {LOSS_LIMIT:.2f} "
+            f"diverged: the training loss of its last epoch is {losses[-1]:.3g}, "
+            f"above {LOSS_LIMIT:.2f} "
             "(twice that of a uniform guess over ten classes)"
         )
     accuracy = record.get("test_accuracy")
@@ -286,14 +303,16 @@ def run_failure(record: dict, baseline_accuracy: float | None = None) -> str | N
         return None
     if baseline_accuracy is not None and baseline_accuracy >= LEARNED:
         return (
-            f"diverged: it ended at {accuracy:.1%} test accuracy, near chance (10%), while the tutorial's "
+            f"diverged: it ended at {accuracy:.1%} test accuracy, near chance (10%), "
+            "while the tutorial's "
             f"loop of the same run reached {baseline_accuracy:.1%}"
         )
     history = [a for a in record.get("epoch_test_accuracy") or [] if a is not None]
     if history and max(history) >= LEARNED:
         best = max(history)
         return (
-            f"diverged: it reached {best:.1%} test accuracy after epoch {history.index(best) + 1}, then "
+            f"diverged: it reached {best:.1%} test accuracy after epoch "
+            f"{history.index(best) + 1}, then "
             f"fell to {accuracy:.1%}, near chance (10%)"
         )
     return None
@@ -303,10 +322,10 @@ def bench_failures(result: dict[str, Any]) -> list[dict]:
     """Every failed run and ladder step of a bench result: ``[{"where", "path", "why"}, ...]``."""
     failures = []
     for number, run in enumerate(result.get("runs", []), start=1):
-        baseline = run.get("seed_pipeline", {}).get("test_accuracy")
+        baseline = run.get("tutorial_loop", {}).get("test_accuracy")
         for path, name in PATH_NAMES.items():
             if path in run:
-                why = run_failure(run[path], None if path == "seed_pipeline" else baseline)
+                why = run_failure(run[path], None if path == "tutorial_loop" else baseline)
                 if why:
                     failures.append(
                         {"where": f"{name} run {number}", "path": path, "run": number, "why": why}
@@ -326,63 +345,110 @@ def _fmt(value: float | None, pattern: str, missing: str = "none") -> str:
 
 def _data(settings: dict) -> str:
     """The data a result trained on, naming an older version of the synthetic stand-in as such."""
-    from helpers.data import STAND_IN_VERSION
+    from helpers.standin import STAND_IN_VERSION
 
     version = settings.get("stand_in", 1)  # results from before the field were made on version 1
     if settings.get("data") != "synthetic stand-in" or version == STAND_IN_VERSION:
         return str(settings.get("data"))
-    return f"synthetic stand-in (version {version}, far easier than today's: its accuracies do not compare)"
+    return (
+        f"synthetic stand-in (version {version}, far easier than today's: "
+        "its accuracies do not compare)"
+    )
 
 
-def describe_result(result: dict) -> str:
-    """What a bench result (schema 2) measured, on which hardware and when: every run, never a mean alone.
-
-    Each run's images per second, test accuracy and ratio, the time to the baseline's accuracy, the
-    warm-up, the ladder of steps, a ``FAILURE`` line for every failure recorded, and the targets.
-    """
-    device, settings, summary = result["device"], result["settings"], result["summary"]
+def _header(result: dict) -> list[str]:
+    """Where and when a bench result was measured, on what, and its pipelines."""
+    device = result["device"]
+    settings = result["settings"]
     runs = result.get("runs", [])
-    lines = [
-        f"{device['name']} ({device['type']}), measured {result['date'][:10]} with torch "
-        f"{result['versions']['torch']}"
-        + (f", CUDA {result['versions'].get('cuda')}" if device["type"] == "cuda" else "")
-        + (" (a quick run)" if settings.get("quick") else ""),
-        f"Tudui on {settings['train_size']:,} {_data(settings)} training images, {len(runs)} run(s) of each "
-        f"pipeline: the baseline {settings['epochs']} epochs per run, the fast paths "
-        f"{settings.get('fast_epochs', settings['epochs'])}; tested on {settings['test_size']:,} images "
-        "after every epoch (images/s: the median epoch from epoch 2 on)",
-    ]
+    when = f"{device['name']} ({device['type']}), measured {result['date'][:10]} with torch "
+    when += result["versions"]["torch"]
+    if device["type"] == "cuda":
+        when += f", CUDA {result['versions'].get('cuda')}"
+    if settings.get("quick"):
+        when += " (a quick run)"
+    fast_epochs = settings.get("fast_epochs", settings["epochs"])
+    what = (
+        f"Tudui on {settings['train_size']:,} {_data(settings)} training images, {len(runs)} "
+        f"run(s) of each pipeline: the baseline {settings['epochs']} epochs per run, the fast "
+        f"paths {fast_epochs}; tested on {settings['test_size']:,} images after every epoch "
+        "(images/s: the median epoch from epoch 2 on)"
+    )
+    lines = [when, what]
     if result.get("incomplete"):
         lines.insert(
             1, f"INCOMPLETE: {result['incomplete']}: what follows is what the bench finished"
         )
-    lines += [
-        f"  {name}: {settings['paths'][p]['description']}"
-        for p, name in PATH_NAMES.items()
-        if p in settings.get("paths", {})
-    ]
-    for number, run in enumerate(runs, start=1):
-        parts = [
-            f"{name} {_fmt(run[p].get('images_per_second'), ',.0f', 'no')} images/s, test "
-            + _fmt(run[p].get("test_accuracy"), ".1%", "not measured")
-            + (" (non-finite)" if run[p].get("status") == "non-finite" else "")
-            for p, name in PATH_NAMES.items()
-            if run.get(p) is not None
-        ]
-        line = (
-            f"run {number}: "
-            + "; ".join(parts)
-            + f"; fast path / baseline {_fmt(run.get('ratio'), '.2f', 'no')}x"
+    for path, name in PATH_NAMES.items():
+        if path in settings.get("paths", {}):
+            lines.append(f"  {name}: {settings['paths'][path]['description']}")
+    return lines
+
+
+def _run_line(number: int, run: dict) -> str:
+    """One run of the three pipelines: images/s, test accuracy, the ratio, the time to accuracy."""
+    parts = []
+    for path, name in PATH_NAMES.items():
+        if run.get(path) is None:
+            continue
+        speed = _fmt(run[path].get("images_per_second"), ",.0f", "no")
+        accuracy = _fmt(run[path].get("test_accuracy"), ".1%", "not measured")
+        broken = " (non-finite)" if run[path].get("status") == "non-finite" else ""
+        parts.append(f"{name} {speed} images/s, test {accuracy}{broken}")
+    ratio = _fmt(run.get("ratio"), ".2f", "no")
+    line = f"run {number}: " + "; ".join(parts) + f"; fast path / baseline {ratio}x"
+    reach = run.get("time_to_accuracy") or {}
+    if reach.get("target") is not None and reach.get("seconds") is not None:
+        line += (
+            f"; fast path reached the baseline's {reach['target']:.1%} after epoch "
+            f"{reach['epoch']}, {reach['seconds']:.2f} s"
         )
-        reach = run.get("time_to_accuracy") or {}
-        if reach.get("target") is not None and reach.get("seconds") is not None:
-            line += (
-                f"; fast path reached the baseline's {reach['target']:.1%} after epoch {reach['epoch']}, "
-                f"{reach['seconds']:.2f} s"
-            )
-        elif reach.get("target") is not None:
-            line += f"; fast path never reached the baseline's {reach['target']:.1%}"
-        lines.append(line)
+    elif reach.get("target") is not None:
+        line += f"; fast path never reached the baseline's {reach['target']:.1%}"
+    return line
+
+
+def _ladder_lines(ladder: list[dict], epochs: int | None) -> list[str]:
+    """The ladder, a step a line: images/s, x the step before, x the baseline."""
+    if not ladder:
+        return []
+    lines = [
+        f"ladder, each step added to the ones above ({epochs} epochs each; "
+        "x the step before, x the baseline):"
+    ]
+    width = max(len(rung["step"]) for rung in ladder)
+    for rung in ladder:
+        if rung.get("skipped"):
+            shown = f"skipped: {rung['skipped']}"
+        else:
+            shown = f"{_fmt(rung.get('images_per_second'), '12,.0f', 'no')} images/s"
+        text = f"  {rung['step']:<{width}}  {shown}"
+        if rung.get("speedup_previous") is not None:
+            text += f"  {rung['speedup_previous']:6.2f}x  {rung['speedup_tutorial']:7.2f}x"
+        if rung.get("fast_path"):
+            text += "  <- the fast path"
+        lines.append(text)
+    return lines
+
+
+def _verdict(met: bool | None) -> str:
+    if met is None:
+        return "not judged"
+    return "met" if met else "NOT met"
+
+
+def describe_result(result: dict) -> str:
+    """What a bench result (schema 2) measured, on which hardware and when: every run, never a
+    mean alone.
+
+    Each run's images per second, test accuracy and ratio, the time to the baseline's accuracy,
+    the warm-up, the ladder of steps, a ``FAILURE`` line for every failure recorded, and the
+    targets.
+    """
+    summary = result["summary"]
+    lines = _header(result)
+    for number, run in enumerate(result.get("runs", []), start=1):
+        lines.append(_run_line(number, run))
     ratio = summary.get("ratio") or {}
     if ratio.get("runs"):
         every = ", ".join(_fmt(r, ".2f") + "x" for r in ratio["runs"])
@@ -393,32 +459,16 @@ def describe_result(result: dict) -> str:
         lines.append(f"warm-up and compilation of {PATH_NAMES.get(path, path)} (s): {each}")
     if result.get("recipe_check"):
         lines.append(f"recipe check: {result['recipe_check']['verdict']}")
-    ladder = result.get("ladder") or []
-    if ladder:
-        lines.append(
-            f"ladder, each step added to the ones above ({settings.get('ladder_epochs')} epochs each; "
-            "x the step before, x the baseline):"
-        )
-    width = max((len(rung["step"]) for rung in ladder), default=0)
-    for rung in ladder:
-        text = f"  {rung['step']:<{width}}  " + (
-            f"skipped: {rung['skipped']}"
-            if rung.get("skipped")
-            else f"{_fmt(rung.get('images_per_second'), '12,.0f', 'no')} images/s"
-        )
-        if rung.get("speedup_previous") is not None:
-            text += f"  {rung['speedup_previous']:6.2f}x  {rung['speedup_seed']:7.2f}x"
-        lines.append(text + ("  <- the fast path" if rung.get("fast_path") else ""))
-    lines += [
-        f"FAILURE: {failure['where']}: {failure['why']}" for failure in result.get("failures") or []
-    ]
+    lines += _ladder_lines(result.get("ladder") or [], result["settings"].get("ladder_epochs"))
+    for failure in result.get("failures") or []:
+        lines.append(f"FAILURE: {failure['where']}: {failure['why']}")
     targets = result.get("targets") or {}
     verdicts = [
-        f"{target.get('text') or name.replace('_', ' ')}: "
-        + ("not judged" if target["met"] is None else "met" if target["met"] else "NOT met")
+        f"{target.get('text') or name.replace('_', ' ')}: {_verdict(target['met'])}"
         for name, target in targets.items()
         if isinstance(target, dict) and "met" in target
     ]
     if verdicts:
-        lines.append(f"targets ({targets.get('judged_on', 'as recorded')}): " + "; ".join(verdicts))
+        judged_on = targets.get("judged_on", "as recorded")
+        lines.append(f"targets ({judged_on}): " + "; ".join(verdicts))
     return "\n".join(lines)

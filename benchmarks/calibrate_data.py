@@ -1,21 +1,23 @@
-"""Calibrate the synthetic stand-in against CIFAR-10: train the course's recipes on it, on this machine.
+"""Calibrate the synthetic stand-in against CIFAR-10: train the course's recipes on it, on this
+machine.
 
     python benchmarks/calibrate_data.py --threads 1       # the full calibration, on 50,000 images
-    python benchmarks/calibrate_data.py --generation-only # time the generation again, on a quiet machine
+    python benchmarks/calibrate_data.py --generation-only # time the generation, on a quiet machine
     python benchmarks/calibrate_data.py --quick           # a smoke run on 5,000 images
 
-The stand-in (``helpers.data.make_synthetic_cifar10``) is meant to be about as hard as CIFAR-10 for
-the course's models and budgets. On the CPU and the full stand-in this script measures: how long
-generating it takes; the PyTorch tutorial's ``CifarNet`` recipe and the tutorial's ``Tudui`` recipe,
-each against a target range; a better recipe and a bigger model, which should beat the tutorial's
-by 10 points or more; two linear baselines that should do much worse; which classes the tutorial's
-run confuses (the stand-in's look-alike pairs should lead); and every notebook's recipe on its CPU
-and quick-mode budgets. ``_targets`` holds the targets; the exit status is 1 when one is missed.
+The stand-in (``helpers.standin.make_synthetic_cifar10``) is meant to be about as hard as
+CIFAR-10 for the course's models and budgets. On the CPU and the full stand-in this script
+measures: how long generating it takes; the PyTorch tutorial's ``CifarNet`` recipe and the
+tutorial's ``Tudui`` recipe, each against a target range; a better recipe and a bigger model,
+which should beat the tutorial's by 10 points or more; two linear baselines that should do much
+worse; which classes the tutorial's run confuses (the stand-in's look-alike pairs should lead);
+and every notebook's recipe on its CPU and quick-mode budgets. ``_targets`` holds the targets;
+the exit status is 1 when one is missed.
 
 Training holds the images as one tensor and shuffles with ``torch.randperm``: the notebooks'
 arithmetic, not their random order. Writes ``results/data-calibration.json`` (``--quick``:
-``data-calibration-quick.json``, not committed; ``--out`` for another folder). It never
-downloads CIFAR-10. On a shared machine train on one thread (``--threads 1``).
+``data-calibration-quick.json``, not committed; ``--out`` for another folder). It never downloads
+CIFAR-10. On a shared machine train on one thread (``--threads 1``).
 """
 
 from __future__ import annotations
@@ -33,9 +35,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from helpers.data import CIFAR10_CLASSES, SyntheticCIFAR10, make_synthetic_cifar10
 from helpers.models import CifarNet, Tudui
-from helpers.timing import results_dir
+from helpers.results import results_dir
+from helpers.standin import CIFAR10_CLASSES, SyntheticCIFAR10, make_synthetic_cifar10
 
 CHANCE = 0.1
 # Each run: the model, how it is trained, and the range its test accuracy should land in.
@@ -51,7 +53,7 @@ RUNS = {
         "target": [0.45, 0.65],
         "seeds": 3,  # cheap enough to show how much a run varies with the seed
     },
-    "tudui_seed000": {  # the key the committed calibration and its readers use
+    "tudui_tutorial": {
         "what": "the tutorial's Tudui recipe",
         "model": "Tudui",
         "batch_size": 64,
@@ -163,12 +165,16 @@ def as_tensors(n: int, train: bool) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def train_and_test(recipe: dict, data: dict, sizes: tuple[int, int, int], seed: int = 0) -> dict:
-    """Train ``recipe`` on the first ``sizes[0]`` training images for ``sizes[2]`` epochs; test it."""
+    """Train ``recipe`` on the first ``sizes[0]`` training images for ``sizes[2]`` epochs; test
+    it."""
     n_train, n_test, epochs = sizes
-    x_train, y_train = data["x_train"][:n_train], data["y_train"][:n_train]
-    x_test, y_test = data["x_test"][:n_test], data["y_test"][:n_test]
+    x_train = data["x_train"][:n_train]
+    y_train = data["y_train"][:n_train]
+    x_test = data["x_test"][:n_test]
+    y_test = data["y_test"][:n_test]
     if recipe["normalize"]:  # Normalize((0.5,) * 3, (0.5,) * 3): [0, 1] to [-1, 1]
-        x_train, x_test = (x_train - 0.5) / 0.5, (x_test - 0.5) / 0.5
+        x_train = (x_train - 0.5) / 0.5
+        x_test = (x_test - 0.5) / 0.5
     torch.manual_seed(seed)
     model = MODELS[recipe["model"]]()
     if recipe.get("optimizer") == "Adam":
@@ -177,7 +183,8 @@ def train_and_test(recipe: dict, data: dict, sizes: tuple[int, int, int], seed: 
         optimizer = torch.optim.SGD(
             model.parameters(), lr=recipe["lr"], momentum=recipe["momentum"]
         )
-    start, by_epoch = time.perf_counter(), []
+    start = time.perf_counter()
+    by_epoch = []
     for _ in range(epochs):
         model.train()
         for index in torch.randperm(len(x_train)).split(recipe["batch_size"]):
@@ -201,7 +208,8 @@ def train_and_test(recipe: dict, data: dict, sizes: tuple[int, int, int], seed: 
 
 
 def colour_features(x: torch.Tensor) -> torch.Tensor:
-    """What colour alone says: an 8-bin histogram of each channel, and each channel's mean and spread."""
+    """What colour alone says: an 8-bin histogram of each channel, and each channel's mean and
+    spread."""
     bins = (x * 8).long().clamp(0, 7).flatten(2)
     histogram = torch.zeros(len(x), 3, 8).scatter_add_(
         2, bins, torch.ones_like(bins, dtype=torch.float)
@@ -210,11 +218,15 @@ def colour_features(x: torch.Tensor) -> torch.Tensor:
 
 
 def logistic_regression(features: Callable, data: dict, n_train: int, epochs: int = 10) -> dict:
-    """A linear classifier (softmax regression, Adam, a little weight decay) on ``features`` of the images."""
+    """A linear classifier (softmax regression, Adam, a little weight decay) on ``features`` of the
+    images."""
     start = time.perf_counter()
-    f_train, f_test = features(data["x_train"][:n_train]), features(data["x_test"])
-    mean, std = f_train.mean(0), f_train.std(0) + 1e-6
-    f_train, f_test = (f_train - mean) / std, (f_test - mean) / std
+    f_train = features(data["x_train"][:n_train])
+    f_test = features(data["x_test"])
+    mean = f_train.mean(0)
+    std = f_train.std(0) + 1e-6
+    f_train = (f_train - mean) / std
+    f_test = (f_test - mean) / std
     y_train = data["y_train"][:n_train]
     torch.manual_seed(0)
     model = nn.Linear(f_train.shape[1], 10)
@@ -259,7 +271,8 @@ def confused_pairs(matrix: torch.Tensor) -> list[dict]:
 
 
 def generation_seconds(repeats: int, threads: int) -> list[float]:
-    """Seconds to generate the full stand-in (50,000 training and 10,000 test images) on ``threads``."""
+    """Seconds to generate the full stand-in (50,000 training and 10,000 test images) on
+    ``threads``."""
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     times = []
@@ -275,7 +288,8 @@ def generation_seconds(repeats: int, threads: int) -> list[float]:
 
 
 def measure_generation(repeats: int) -> dict:
-    """Generation times on all of torch's threads and on one, with the machine's load around them."""
+    """Generation times on all of torch's threads and on one, with the machine's load around
+    them."""
     generation = {"load_average_before": [round(v, 2) for v in os.getloadavg()]}
     for threads in sorted({torch.get_num_threads(), 1}, reverse=True):
         print(f"Generating 60,000 images on {threads} thread(s)...", flush=True)
@@ -312,7 +326,7 @@ def fingerprint() -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -333,9 +347,72 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--generation-only",
         action="store_true",
-        help="time the generation again (on a quiet machine) and update it in data-calibration.json",
+        help="time the generation again (on a quiet machine) and update data-calibration.json",
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def recipe_runs(data: dict, sizes: tuple[int, int], quick: bool) -> tuple[dict, torch.Tensor]:
+    """Every recipe of ``RUNS`` trained and tested: its result, and the confusion matrix of the
+    tutorial's CifarNet."""
+    n_train, n_test = sizes
+    runs = {}
+    matrix = None
+    for name, recipe in RUNS.items():
+        epochs = 1 if quick else recipe["epochs"]
+        print(f"{name}: {recipe['what']}; {epochs} epoch(s) on {n_train:,} images...", flush=True)
+        run = train_and_test(recipe, data, (n_train, n_test, epochs))
+        predicted = run.pop("predicted")
+        matrix_of_run = confusion(data["y_test"], predicted)
+        run["per_class_accuracy"] = _per_class(matrix_of_run)
+        if recipe.get("seeds", 1) > 1:  # the same recipe from other initial weights and orders
+            others = [
+                train_and_test(recipe, data, (n_train, n_test, epochs), seed=seed)
+                for seed in range(1, recipe["seeds"])
+            ]
+            run["test_accuracy_by_seed"] = [run["test_accuracy"]]
+            run["test_accuracy_by_seed"] += [other["test_accuracy"] for other in others]
+        kept = {k: v for k, v in recipe.items() if k not in ("epochs", "seeds")}
+        runs[name] = {**kept, **run}
+        print(f"  test accuracy {run['test_accuracy']:.1%} ({run['seconds']:.0f} s)", flush=True)
+        if "test_accuracy_by_seed" in run:
+            print(f"  with seeds 0, 1, 2...: {run['test_accuracy_by_seed']}", flush=True)
+        if name == "cifarnet_tutorial":
+            matrix = matrix_of_run
+    linear = (
+        ("linear_on_pixels", lambda x: x.flatten(1), "logistic regression on the raw pixels"),
+        (
+            "linear_on_colour",
+            colour_features,
+            "logistic regression on colour histograms, means and spreads",
+        ),
+    )
+    for name, features, what in linear:
+        print(f"{name}: {what}...", flush=True)
+        runs[name] = {"what": what, **logistic_regression(features, data, n_train)}
+        print(f"  test accuracy {runs[name]['test_accuracy']:.1%}", flush=True)
+    return runs, matrix
+
+
+def notebook_runs(data: dict, sizes: tuple[int, int]) -> dict:
+    """Every notebook's recipe on its CPU and quick budgets."""
+    notebooks = {}
+    for name, recipe in NOTEBOOKS.items():
+        notebooks[name] = {k: v for k, v in recipe.items() if k not in ("cpu", "quick")}
+        for budget in ("cpu", "quick"):
+            train_size, test_size, epochs = recipe[budget]
+            train_size = min(train_size, sizes[0])
+            test_size = min(test_size, sizes[1])
+            run = train_and_test(recipe, data, (train_size, test_size, epochs))
+            run.pop("predicted")
+            notebooks[name][budget] = run
+            accuracy = run["test_accuracy"]
+            print(f"{name}, {budget} budget: {accuracy:.1%} ({run['seconds']:.0f} s)", flush=True)
+    return notebooks
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     if args.generation_only:
         return update_generation(args.out if args.out is not None else results_dir())
     began = time.perf_counter()
@@ -354,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "versions": {"torch": torch.__version__, "python": platform.python_version()},
         "data": {
-            "generator": "helpers.data.make_synthetic_cifar10",
+            "generator": "helpers.standin.make_synthetic_cifar10",
             "train_size": n_train,
             "test_size": n_test,
             "look_alike_pairs": [list(pair) for pair in SyntheticCIFAR10.pairs],
@@ -369,40 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     x_train, y_train = as_tensors(n_train, True)
     x_test, y_test = as_tensors(n_test, False)
     data = {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test}
-    runs = {}
-    for name, recipe in RUNS.items():
-        epochs = 1 if args.quick else recipe["epochs"]
-        print(f"{name}: {recipe['what']}; {epochs} epoch(s) on {n_train:,} images...", flush=True)
-        run = train_and_test(recipe, data, (n_train, n_test, epochs))
-        predicted = run.pop("predicted")
-        matrix_of_run = confusion(y_test, predicted)
-        run["per_class_accuracy"] = _per_class(matrix_of_run)
-        if recipe.get("seeds", 1) > 1:  # the same recipe from other initial weights and orders
-            sizes = (n_train, n_test, epochs)
-            others = [
-                train_and_test(recipe, data, sizes, seed=seed) for seed in range(1, recipe["seeds"])
-            ]
-            run["test_accuracy_by_seed"] = [run["test_accuracy"]] + [
-                other["test_accuracy"] for other in others
-            ]
-        runs[name] = {**{k: v for k, v in recipe.items() if k not in ("epochs", "seeds")}, **run}
-        print(f"  test accuracy {run['test_accuracy']:.1%} ({run['seconds']:.0f} s)", flush=True)
-        if "test_accuracy_by_seed" in run:
-            print(f"  with seeds 0, 1, 2...: {run['test_accuracy_by_seed']}", flush=True)
-        if name == "cifarnet_tutorial":
-            matrix = matrix_of_run
-    for name, features, what in (
-        ("linear_on_pixels", lambda x: x.flatten(1), "logistic regression on the raw pixels"),
-        (
-            "linear_on_colour",
-            colour_features,
-            "logistic regression on colour histograms, means and spreads",
-        ),
-    ):
-        print(f"{name}: {what}...", flush=True)
-        runs[name] = {"what": what, **logistic_regression(features, data, n_train)}
-        print(f"  test accuracy {runs[name]['test_accuracy']:.1%}", flush=True)
-    result["runs"] = runs
+    result["runs"], matrix = recipe_runs(data, (n_train, n_test), args.quick)
 
     pairs = confused_pairs(matrix)
     designed = {tuple(sorted(pair)) for pair in SyntheticCIFAR10.pairs}
@@ -419,21 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Most confused pairs: {pairs[:6]}", flush=True)
 
     if not args.skip_notebooks:
-        notebooks = {}
-        for name, recipe in NOTEBOOKS.items():
-            notebooks[name] = {k: v for k, v in recipe.items() if k not in ("cpu", "quick")}
-            for budget in ("cpu", "quick"):
-                sizes = [
-                    min(s, n) for s, n in zip(recipe[budget][:2], (n_train, n_test), strict=True)
-                ]
-                run = train_and_test(recipe, data, (*sizes, recipe[budget][2]))
-                run.pop("predicted")
-                notebooks[name][budget] = run
-                print(
-                    f"{name}, {budget} budget: {run['test_accuracy']:.1%} ({run['seconds']:.0f} s)",
-                    flush=True,
-                )
-        result["notebooks"] = notebooks
+        result["notebooks"] = notebook_runs(data, (n_train, n_test))
 
     if not args.quick:
         result["targets"] = _targets(result)
@@ -471,7 +501,7 @@ def _targets(result: dict) -> dict:
     runs = result["runs"]
     tutorial = runs["cifarnet_tutorial"]["test_accuracy"]
     targets = {}
-    for name in ("cifarnet_tutorial", "tudui_seed000"):
+    for name in ("cifarnet_tutorial", "tudui_tutorial"):
         low, high = runs[name]["target"]
         accuracy = runs[name]["test_accuracy"]
         targets[name] = {
@@ -501,7 +531,9 @@ def _targets(result: dict) -> dict:
     largest = result["confusion"]["largest_cell"]
     designed = {tuple(sorted(pair)) for pair in result["data"]["look_alike_pairs"]}
     targets["confusion"] = {
-        "target": "the 4 most confused pairs are the look-alike pairs, the largest cell one of them",
+        "target": (
+            "the 4 most confused pairs are the look-alike pairs, the largest cell one of them"
+        ),
         "measured": [p["pair"] for p in result["confusion"]["most_confused_pairs"][:4]],
         "met": result["confusion"]["look_alike_pairs_in_top_4"] == 4
         and tuple(sorted([largest["actual"], largest["predicted"]])) in designed,

@@ -47,7 +47,8 @@ _TQDM_NOISE = (
 
 
 def _clean_stream(text: str) -> str:
-    """A stream's text as it finally reads on screen, without progress bars and tqdm's widget warning."""
+    """A stream's text as it finally reads on screen, without progress bars and tqdm's widget
+    warning."""
     kept = []
     for line in text.replace("\x1b[A", "").split("\n"):
         line = line.split("\r")[-1]  # a carriage return redraws the line: keep what stays visible
@@ -72,7 +73,8 @@ def _merge_streams(outputs: list[dict]) -> list[dict]:
 
 
 def clean_outputs(notebook: dict) -> int:
-    """Merge each cell's consecutive stream outputs and drop progress bars; return the outputs removed."""
+    """Merge each cell's consecutive stream outputs and drop progress bars; return the outputs
+    removed."""
     removed = 0
     for cell in notebook.get("cells", []):
         if cell.get("cell_type") != "code":
@@ -100,11 +102,12 @@ def _command(*command: str) -> str | None:
 
 
 def describe_machine(allow_cpu: bool = False, commit: str | None = None) -> dict:
-    """The run's device, versions and commit; stops when there is no CUDA GPU (unless ``allow_cpu``)."""
+    """The run's device, versions and commit; stops when there is no CUDA GPU (unless
+    ``allow_cpu``)."""
     import torch
     import torchvision
 
-    import helpers.data
+    import helpers.standin
 
     if torch.cuda.is_available():
         names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
@@ -112,8 +115,9 @@ def describe_machine(allow_cpu: bool = False, commit: str | None = None) -> dict
         names = []
     else:
         sys.exit(
-            "gpu-check: this machine has no CUDA GPU that PyTorch can use (torch.cuda.is_available() is "
-            "False). Run it on a GPU machine, or add --allow-cpu to check the layout on a CPU."
+            "gpu-check: this machine has no CUDA GPU that PyTorch can use "
+            "(torch.cuda.is_available() is False). Run it on a GPU machine, or add --allow-cpu to "
+            "check the layout on a CPU."
         )
     device = names[0] if names else f"cpu-{os.cpu_count()}-cores"
     driver = _command("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader")
@@ -139,7 +143,7 @@ def describe_machine(allow_cpu: bool = False, commit: str | None = None) -> dict
         "date": dt.date.today().isoformat(),
         "data": os.environ.get("COURSE_DATA", "auto"),
         "quick": os.environ.get("COURSE_QUICK", "") not in ("", "0"),
-        "stand_in": helpers.data.STAND_IN_VERSION,
+        "stand_in": helpers.standin.STAND_IN_VERSION,
     }
 
 
@@ -166,7 +170,8 @@ def _logged(command: list[str], log: Path) -> tuple[int, float]:
 
 
 def part_tests(folder: Path, selection: list[str]) -> dict:
-    """The unit tests (without the browser's), or the test files in ``selection`` with a log of their own."""
+    """The unit tests (without the browser's), or the test files in ``selection`` with a log of
+    their own."""
     log = folder / (
         f"unit-tests-{slug(' '.join(selection))}.log" if selection else "unit-tests.log"
     )
@@ -261,7 +266,8 @@ def _notebook_paths(names: list[str]) -> list[Path]:
         if len(matches) != 1:
             listed = ", ".join(p.stem for p in available)
             sys.exit(
-                f"gpu-check: {name!r} names no single notebook; choose from {listed} (or their numbers)."
+                f"gpu-check: {name!r} names no single notebook; choose from {listed} "
+                "(or their numbers)."
             )
         chosen.append(matches[0])
     return chosen or available
@@ -293,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError:
             sys.exit(
                 f"gpu-check needs the Jupyter kernel stack ({module} is missing): "
-                "pip install -r requirements.txt, or put nbclient, nbformat and ipykernel on PYTHONPATH."
+                "pip install -r requirements.txt, or put nbclient, nbformat and ipykernel on "
+                "PYTHONPATH."
             )
     machine = describe_machine(args.allow_cpu, args.commit)
     folder = args.out / machine["folder"]
@@ -324,9 +331,8 @@ def main(argv: list[str] | None = None) -> int:
             f"tests {' '.join(names)}" if part == "tests" and names else part,
             record,
         )
-    print(
-        f"gpu-check: {'some parts failed' if failed else 'everything passed'}; see {folder}/run.json"
-    )
+    verdict = "some parts failed" if failed else "everything passed"
+    print(f"gpu-check: {verdict}; see {folder}/run.json")
     return 1 if failed else 0
 
 

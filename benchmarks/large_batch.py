@@ -1,16 +1,18 @@
-"""Where the linear scaling rule stops working for Tudui: large batches, with and without the recipe.
+"""Where the linear scaling rule stops working for Tudui: large batches, with and without the
+recipe.
 
-    python benchmarks/large_batch.py                                   # SGD: plain@512 ... recipe@8192
-    python benchmarks/large_batch.py --configs adam@2048,adam@8192 --epochs 15 --seeds 0,1,2 --name adam
+    python benchmarks/large_batch.py        # SGD: plain@512 ... recipe@8192
+    python benchmarks/large_batch.py --configs adam@2048,adam@8192 --epochs 15 --seeds 0,1,2 \
+        --name adam
 
 Trains ``Tudui`` with the fast path's loop (data on the device, ``channels_last``, the mixed
 precision ``choose_precision`` picks) once per configuration and seed, and records after every
-epoch the test accuracy, the training loss and whether the run became non-finite.
-A configuration is ``KIND@BATCH``: ``plain`` (SGD, the scaled rate from the first step, constant),
-``recipe`` (SGD with ``LargeBatchSchedule``'s warm-up and decay), ``adam`` (Adam with the same
-warm-up and decay, its rate scaled by the square root of the batch) or ``adamplain`` (Adam, constant).
-The tutorial loop's accuracy to compare with comes from ``results/data-calibration.json``.
-Writes ``results/large-batch[-NAME]-<device>[-quick].json``.
+epoch the test accuracy, the training loss and whether the run became non-finite. A configuration
+is ``KIND@BATCH``: ``plain`` (SGD, the scaled rate from the first step, constant), ``recipe``
+(SGD with ``LargeBatchSchedule``'s warm-up and decay), ``adam`` (Adam with the same warm-up and
+decay, its rate scaled by the square root of the batch) or ``adamplain`` (Adam, constant). The
+tutorial loop's accuracy to compare with comes from ``results/data-calibration.json``. Writes
+``results/large-batch[-NAME]-<device>[-quick].json``.
 """
 
 from __future__ import annotations
@@ -33,25 +35,26 @@ from benchlib import (  # noqa: E402
     ADAM_BASE_BATCH_SIZE,
     ADAM_BASE_LR,
     LargeBatchSchedule,
-    adam,
     device_name,
+    make_optimizer,
     result_stem,
     scheduled,
 )
 
-from helpers.data import STAND_IN_VERSION, SyntheticCIFAR10, load_cifar10  # noqa: E402
+from helpers.data import load_cifar10  # noqa: E402
 from helpers.devices import pick_device  # noqa: E402
 from helpers.fastpath import (  # noqa: E402
     Autocast,
     DeviceLoader,
     choose_precision,
     dataset_tensors,
+    fast_path_epoch,
     grad_scaler,
-    sgd,
-    train_epoch,
 )
 from helpers.models import Tudui  # noqa: E402
-from helpers.timing import Stopwatch, results_dir  # noqa: E402
+from helpers.results import results_dir  # noqa: E402
+from helpers.standin import STAND_IN_VERSION, SyntheticCIFAR10  # noqa: E402
+from helpers.timing import Stopwatch  # noqa: E402
 from helpers.train import evaluate  # noqa: E402
 
 DEFAULT_CONFIGS = "plain@512,recipe@512,recipe@2048,recipe@8192"
@@ -63,7 +66,8 @@ def parse_config(text: str) -> tuple[str, int]:
     kind, _, batch = text.partition("@")
     if kind not in KINDS or not batch.isdigit() or int(batch) < 1:
         raise argparse.ArgumentTypeError(
-            f"{text!r}: a configuration is KIND@BATCH, KIND one of {', '.join(KINDS)}, e.g. adam@2048"
+            f"{text!r}: a configuration is KIND@BATCH, KIND one of {', '.join(KINDS)}, "
+            "e.g. adam@2048"
         )
     return kind, int(batch)
 
@@ -79,12 +83,13 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def baseline_reference(root: Path) -> dict | None:
-    """The tutorial's Tudui recipe on the whole stand-in, from ``data-calibration.json``, or ``None``."""
+    """The tutorial's Tudui recipe on the whole stand-in, from ``data-calibration.json``, or
+    ``None``."""
     path = root / "data-calibration.json"
     if not path.is_file():
         return None
     calibration = json.loads(path.read_text())
-    run = calibration.get("runs", {}).get("tudui_seed000")
+    run = calibration.get("runs", {}).get("tudui_tutorial")
     if not run:
         return None
     keys = (
@@ -118,23 +123,24 @@ def schedule_for(kind: str, batch: int, steps: int, args: argparse.Namespace) ->
 
 
 def train(
-    kind: str, batch: int, data: dict, device: torch.device, args, precision, seed: int
+    kind: str, batch: int, data: dict, device: torch.device, *, args, precision, seed
 ) -> dict:
-    """One configuration from one seed: every epoch's accuracy and loss, or where it became non-finite."""
+    """One configuration from one seed: every epoch's accuracy and loss, or where it became
+    non-finite."""
     torch.manual_seed(seed)
     model = Tudui().to(device, memory_format=torch.channels_last)
     generator = torch.Generator(device).manual_seed(seed)
     loader = DeviceLoader(*data["train"], batch_size=batch, shuffle=True, generator=generator)
     schedule = schedule_for(kind, batch, len(loader), args)
-    build = adam if kind.startswith("adam") else sgd
-    optimizer, optimizer_kind = build(model.parameters(), schedule.lr_at(0), fused=True)
+    name = "adam" if kind.startswith("adam") else "sgd"
+    optimizer = make_optimizer(name, model.parameters(), schedule.lr_at(0), fused=True)
     net = model if precision.dtype is None else Autocast(model, precision.dtype)
     scaler = grad_scaler(device) if precision.scaler else None
     record = {
         "config": f"{kind}@{batch}",
         "seed": seed,
         "schedule": schedule.describe(),
-        "optimizer": f"{'Adam' if kind.startswith('adam') else 'SGD'}, {optimizer_kind}",
+        "optimizer": f"{'Adam' if name == 'adam' else 'SGD'}, fused",
         "status": "ok",
         "error": None,
         "epoch_seconds": [],
@@ -147,9 +153,10 @@ def train(
             with Stopwatch(device) as watch:
                 first = epoch * len(loader)
                 batches = scheduled(loader, optimizer, schedule, first, device)
-                stats = train_epoch(net, batches, optimizer, device, scaler=scaler)
+                stats = fast_path_epoch(net, batches, optimizer, device, scaler=scaler)
         except FloatingPointError as error:
-            record["status"], record["error"] = "non-finite", f"epoch {epoch + 1}: {error}"
+            record["status"] = "non-finite"
+            record["error"] = f"epoch {epoch + 1}: {error}"
             print(f"  epoch {epoch + 1}: NON-FINITE ({error})", flush=True)
             break
         _, accuracy = evaluate(model, data["test"], nn.CrossEntropyLoss(), device, progress=False)
@@ -204,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(f"Tudui on {len(trainset):,} training images, {precision.name}", flush=True)
     runs = [
-        train(kind, batch, data, device, args, precision, seed)
+        train(kind, batch, data, device, args=args, precision=precision, seed=seed)
         for kind, batch in args.configs
         for seed in args.seeds
     ]
@@ -229,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
             "precision": precision.name,
         },
         # the key the committed records and 06_performance read: the tutorial's loop, as calibrated
-        "seed_pipeline_reference": baseline_reference(results_dir()),
+        "tutorial_loop_reference": baseline_reference(results_dir()),
         "runs": runs,
         "command": " ".join(["large_batch.py", *(argv if argv is not None else sys.argv[1:])]),
         "wall_seconds": time.perf_counter() - began,

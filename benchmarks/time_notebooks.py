@@ -1,13 +1,14 @@
-"""Run the notebooks as a student would (top to bottom, default settings) and record how long each takes.
+"""Run the notebooks as a student would (top to bottom, default settings) and record how long each
+takes.
 
-    python benchmarks/time_notebooks.py                    # every notebook, default (not quick) mode
+    python benchmarks/time_notebooks.py                    # every notebook, in default mode
     python benchmarks/time_notebooks.py 04_data_parallel   # some of them
     python benchmarks/time_notebooks.py --quick            # in quick mode (COURSE_QUICK=1)
 
 Each notebook runs in a fresh kernel in ``notebooks/``, as ``make lab`` runs it. The times go to
 ``results/notebook-times-<machine>[-quick].json`` (``--out`` for another folder), added to the
-times already there. ``python scripts/update_blocks.py`` then rewrites the README's table.
-A notebook that fails is reported, nothing is written, and the exit status is 1.
+times already there. ``python scripts/update_blocks.py`` then rewrites the README's table. A
+notebook that fails is reported, nothing is written, and the exit status is 1.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def machine() -> dict:
 
 
 def record_times(seconds: dict[str, float], folder: Path, *, quick: bool) -> Path:
-    """Add ``seconds`` (notebook name -> seconds) to this machine's times file in ``folder``; its path."""
+    """Add ``seconds`` (notebook name -> seconds) to this machine's times file in ``folder``; its
+    path."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from benchlib import slug
 
@@ -65,7 +67,8 @@ def record_times(seconds: dict[str, float], folder: Path, *, quick: bool) -> Pat
 
 
 def run(path: Path, timeout: int) -> float:
-    """Execute one notebook in a fresh kernel; its seconds. Raises ``CellExecutionError`` on a failure."""
+    """Execute one notebook in a fresh kernel; its seconds. Raises ``CellExecutionError`` on a
+    failure."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -99,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         os.environ.pop("COURSE_QUICK", None)
     print(f"machine: {machine()['kind']}; torch {torch.__version__}; quick={args.quick}")
-    seconds, failed = {}, []
+    seconds = {}
+    failed = []
     for path in paths:
         try:
             seconds[path.stem] = round(run(path, args.timeout), 1)

@@ -1,4 +1,5 @@
-"""The pictures of ``00_devices_and_tensors``: host memory and GPU memory, and the copies between them."""
+"""The pictures of ``00_devices_and_tensors``: host memory and GPU memory, and the copies between
+them."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from figures.style import BLUE, FONT, GREEN, ORANGE, arrow, box, canvas
 
 
 def _tensor(
-    ax, xy: tuple[float, float], code: str, note: str, colour: str, size: int = FONT
+    ax, xy: tuple[float, float], code: str, note: str, colour: str, *, size: int = FONT
 ) -> None:
     """A small box for one tensor: the code that makes it, and a grey note under it."""
-    box(ax, xy, 0.36, 0.15, "", colour, fill=0.35)
+    box(ax, xy, 0.36, 0.15, "", colour=colour, fill=0.35)
     ax.text(
         xy[0] + 0.18,
         xy[1] + 0.098,
@@ -33,10 +34,31 @@ def _tensor(
 
 
 def two_memories() -> Figure:
-    """Host memory and GPU memory: .to(device) copies over, device= makes in place, .cpu() copies back."""
+    """Host memory and GPU memory: .to(device) copies over, device= makes in place, .cpu() copies
+    back."""
     fig, ax = canvas(8, 3.6)
-    box(ax, (0.02, 0.03), 0.40, 0.94, "host (CPU) memory", BLUE, fill=0.08, va="top", size=FONT + 1)
-    box(ax, (0.58, 0.03), 0.40, 0.94, "GPU memory", ORANGE, fill=0.08, va="top", size=FONT + 1)
+    box(
+        ax,
+        (0.02, 0.03),
+        0.40,
+        0.94,
+        "host (CPU) memory",
+        colour=BLUE,
+        fill=0.08,
+        va="top",
+        size=FONT + 1,
+    )
+    box(
+        ax,
+        (0.58, 0.03),
+        0.40,
+        0.94,
+        "GPU memory",
+        colour=ORANGE,
+        fill=0.08,
+        va="top",
+        size=FONT + 1,
+    )
 
     # Row 1: .to(device) copies x over and returns a new tensor; x stays where it was.
     _tensor(ax, (0.04, 0.66), "x = torch.rand(3)", "stays where it was", BLUE)
@@ -50,7 +72,7 @@ def two_memories() -> Figure:
         "z = torch.zeros(3, device=device)",
         "made here: no copy",
         ORANGE,
-        FONT - 1.5,
+        size=FONT - 1.5,
     )
 
     # Row 3: a result comes back with .cpu(); .numpy() then shares that CPU memory.

@@ -12,11 +12,14 @@ from figures.style import BLUE, FONT, GREEN, GREY, ORANGE, PURPLE, arrow, box, c
 
 
 def what_moves() -> Figure:
-    """Host memory and GPU memory, with the four things of the recipe and what ``.cuda()`` does to each."""
+    """Host memory and GPU memory, with the four things of the recipe and what ``.cuda()`` does to
+    each."""
     fig, ax = canvas(8, 4.2)
-    left, right, width = 0.02, 0.64, 0.34
-    box(ax, (left, 0.02), width, 0.86, "", BLUE, fill=0.06)
-    box(ax, (right, 0.02), width, 0.86, "", ORANGE, fill=0.06)
+    left = 0.02
+    right = 0.64
+    width = 0.34
+    box(ax, (left, 0.02), width, 0.86, "", colour=BLUE, fill=0.06)
+    box(ax, (right, 0.02), width, 0.86, "", colour=ORANGE, fill=0.06)
     ax.text(
         left + width / 2,
         0.935,
@@ -35,12 +38,15 @@ def what_moves() -> Figure:
         fontsize=FONT + 1,
         weight="bold",
     )
-    inner, x_left, x_right, h = 0.30, left + 0.02, right + 0.02, 0.14
+    inner = 0.30
+    x_left = left + 0.02
+    x_right = right + 0.02
+    h = 0.14
 
     # Part 1: the model's parameters, once.
     y = 0.69
-    box(ax, (x_left, y), inner, h, "tudui's parameters\n(145,578 numbers)", BLUE)
-    box(ax, (x_right, y), inner, h, "tudui's parameters", ORANGE)
+    box(ax, (x_left, y), inner, h, "tudui's parameters\n(145,578 numbers)", colour=BLUE)
+    box(ax, (x_right, y), inner, h, "tudui's parameters", colour=ORANGE)
     arrow(ax, (x_left + inner + 0.01, y + h / 2), (x_right - 0.01, y + h / 2), "tudui.cuda()")
     ax.text(
         0.5,
@@ -53,7 +59,7 @@ def what_moves() -> Figure:
 
     # Part 2: the loss function holds no tensors.
     y = 0.48
-    box(ax, (x_left, y), inner, h, "loss_fn =\nnn.CrossEntropyLoss()", GREY)
+    box(ax, (x_left, y), inner, h, "loss_fn =\nnn.CrossEntropyLoss()", colour=GREY)
     ax.text(
         0.5,
         y + h / 2 + 0.01,
@@ -74,24 +80,27 @@ def what_moves() -> Figure:
 
     # Part 3: each batch, every step.
     y = 0.27
-    box(ax, (x_left, y), inner, h, "imgs (64, 3, 32, 32)\ntargets (64,)", BLUE)
-    box(ax, (x_right, y), inner, h, "imgs, targets", ORANGE)
+    box(ax, (x_left, y), inner, h, "imgs (64, 3, 32, 32)\ntargets (64,)", colour=BLUE)
+    box(ax, (x_right, y), inner, h, "imgs, targets", colour=ORANGE)
     arrow(ax, (x_left + inner + 0.01, y + h / 2), (x_right - 0.01, y + h / 2), "imgs.cuda()", GREEN)
     ax.text(0.5, y + h / 2 - 0.03, "part 3: every step", ha="center", va="top", fontsize=FONT - 2)
 
     # Results come back as Python numbers.
     y = 0.06
-    box(ax, (x_left, y), inner, h, "a Python number", BLUE)
-    box(ax, (x_right, y), inner, h, "loss, train_loss_sum,\ntrain_correct", ORANGE)
+    box(ax, (x_left, y), inner, h, "a Python number", colour=BLUE)
+    box(ax, (x_right, y), inner, h, "loss, train_loss_sum,\ntrain_correct", colour=ORANGE)
     arrow(ax, (x_right - 0.01, y + h / 2), (x_left + inner + 0.01, y + h / 2), ".item()", PURPLE)
     ax.text(0.5, y + h / 2 - 0.03, "results, back", ha="center", va="top", fontsize=FONT - 2)
     return fig
 
 
 def when_python_waits() -> Figure:
-    """Two lanes over time: Python queues a step's work quickly, then ``imgs.cuda()`` waits for the GPU."""
+    """Two lanes over time: Python queues a step's work quickly, then ``imgs.cuda()`` waits for the
+    GPU."""
     fig, ax = canvas(8, 3.4)
-    py, gpu, h = 0.56, 0.2, 0.18
+    py = 0.56
+    gpu = 0.2
+    h = 0.18
     for name, y in (("Python\n(CPU)", py), ("GPU", gpu)):
         ax.text(0.005, y + h / 2, name, ha="left", va="center", fontsize=FONT, weight="bold")
 
@@ -116,7 +125,7 @@ def when_python_waits() -> Figure:
         family="monospace",
         color=PURPLE,
     )
-    box(ax, (0.29, py), 0.455, h, "next imgs.cuda(): Python waits", GREY, fill=0.25)
+    box(ax, (0.29, py), 0.455, h, "next imgs.cuda(): Python waits", colour=GREY, fill=0.25)
     queue(0.78, "next step")
 
     # The GPU works through its queue in order; the copy runs after the step's work.
@@ -128,8 +137,17 @@ def when_python_waits() -> Figure:
     ]
     for label, start, end in work:
         colour = GREEN if label == "copy" else ORANGE
-        box(ax, (start + 0.01, gpu), end - start - 0.02, h, label, colour, size=FONT - 1, fill=0.3)
-    box(ax, (0.79, gpu), 0.19, h, "next step", ORANGE, size=FONT - 1, fill=0.3)
+        box(
+            ax,
+            (start + 0.01, gpu),
+            end - start - 0.02,
+            h,
+            label,
+            colour=colour,
+            size=FONT - 1,
+            fill=0.3,
+        )
+    box(ax, (0.79, gpu), 0.19, h, "next step", colour=ORANGE, size=FONT - 1, fill=0.3)
     arrow(ax, (0.76, gpu + h + 0.02), (0.76, py - 0.03), colour=GREEN)
     ax.text(
         0.77,

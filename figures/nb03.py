@@ -1,5 +1,6 @@
 """The picture of ``03_results_errors_and_checkpoints``: the way back from a GPU tensor to a NumPy
-array, ``.detach()`` then ``.cpu()`` then ``.numpy()``, and the error that each missing step gives."""
+array, ``.detach()`` then ``.cpu()`` then ``.numpy()``, and the error that each missing step
+gives."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ from figures.style import BLUE, FONT, GREEN, ORANGE, RED, arrow, box, canvas, la
 
 
 def way_back() -> Figure:
-    """GPU tensor -> .detach() (no graph, same memory) -> .cpu() (a copy) -> .numpy() (same memory)."""
+    """GPU tensor -> .detach() (no graph, same memory) -> .cpu() (a copy) -> .numpy() (same
+    memory)."""
     fig, ax = canvas(8, 3.6)
-    box(ax, (0.012, 0.33), 0.466, 0.65, "GPU memory", ORANGE, fill=0.07, va="top")
-    box(ax, (0.522, 0.33), 0.466, 0.65, "host (CPU) memory", BLUE, fill=0.07, va="top")
+    box(ax, (0.012, 0.33), 0.466, 0.65, "GPU memory", colour=ORANGE, fill=0.07, va="top")
+    box(ax, (0.522, 0.33), 0.466, 0.65, "host (CPU) memory", colour=BLUE, fill=0.07, va="top")
 
-    width, bottom, height = 0.15, 0.40, 0.40
+    width = 0.15
+    bottom = 0.40
+    height = 0.40
     steps = [
         (0.03, ORANGE, "logits", "on cuda:0,\nin the autograd\ngraph"),
         (0.305, ORANGE, "detached", "same memory,\nout of the\ngraph"),
@@ -22,13 +26,14 @@ def way_back() -> Figure:
         (0.82, GREEN, "array", "np.ndarray:\nthe same\nhost memory"),
     ]
     for x, colour, name, what in steps:
-        box(ax, (x, bottom), width, height, "", colour, fill=0.25)
+        box(ax, (x, bottom), width, height, "", colour=colour, fill=0.25)
         label(ax, (x + width / 2, bottom + height - 0.07), name, mono=True)
         label(ax, (x + width / 2, bottom + height / 2 - 0.05), what, size=FONT - 1)
     middle = bottom + height / 2
     calls = [(".detach()", "no copy"), (".cpu()", "copy"), (".numpy()", "no copy")]
     for (x, *_), (x_next, *_), (call, copies) in zip(steps[:-1], steps[1:], calls, strict=True):
-        start, end = x + width + 0.005, x_next - 0.005
+        start = x + width + 0.005
+        end = x_next - 0.005
         arrow(ax, (start, middle), (end, middle))
         on_white = {"bbox": {"facecolor": "white", "edgecolor": "none", "pad": 1}}
         label(ax, ((start + end) / 2, middle + 0.06), call, size=FONT - 1, mono=True, **on_white)

@@ -1,4 +1,5 @@
-"""The pictures of ``05_distributed_data_parallel``: see ``figures/nb_example.py`` for the pattern."""
+"""The pictures of ``05_distributed_data_parallel``: see ``figures/nb_example.py`` for the
+pattern."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from figures.style import BLUE, GREEN, GREY, ORANGE, PURPLE, arrow, box, canvas
 
 
 def ddp_processes() -> Figure:
-    """Two DDP processes: each its own model copy and data share; gradients all-reduced in backward."""
+    """Two DDP processes: each its own model copy and data share; gradients all-reduced in
+    backward."""
     fig, ax = canvas(8, 3.6)
     rows = {0: 0.56, 1: 0.08}  # lower edge of each rank's row
     height = 0.34
@@ -28,7 +30,7 @@ def ddp_processes() -> Figure:
             0.19,
             height,
             "its share of the data\n(DistributedSampler:\nevery 2nd image)",
-            ORANGE,
+            colour=ORANGE,
             size=10,
         )
         box(
@@ -37,17 +39,17 @@ def ddp_processes() -> Figure:
             0.19,
             height,
             "its own copy\nof the model\nforward, backward",
-            BLUE,
+            colour=BLUE,
             size=10,
         )
-        box(ax, (0.5, y + 0.06), 0.1, height - 0.12, f"grads\ng{rank}", PURPLE, size=10)
+        box(ax, (0.5, y + 0.06), 0.1, height - 0.12, f"grads\ng{rank}", colour=PURPLE, size=10)
         box(
             ax,
             (0.82, y),
             0.16,
             height,
             "optimizer.step()\nthe same step:\nidentical weights",
-            GREEN,
+            colour=GREEN,
             size=10,
         )
         arrow(ax, (0.215, middle), (0.255, middle))
@@ -60,7 +62,7 @@ def ddp_processes() -> Figure:
         0.12,
         rows[0] + height - rows[1],
         "all-reduce\nduring\nbackward:\nboth get\n(g0 + g1) / 2",
-        PURPLE,
+        colour=PURPLE,
         size=10,
         fill=0.3,
     )

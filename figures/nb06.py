@@ -1,4 +1,5 @@
-"""The pictures of ``06_performance``: how Python queues work on the GPU, and which calls wait for it."""
+"""The pictures of ``06_performance``: how Python queues work on the GPU, and which calls wait for
+it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from figures.style import BLUE, FONT, GREEN, GREY, ORANGE, RED, arrow, box, canv
 
 
 def _span(
-    ax, x0: float, x1: float, y: float, text: str, colour: str, *, below: bool = False
+    ax, x0: float, x1: float, y: float, text: str, *, colour: str, below: bool = False
 ) -> None:
     """A bracket from ``x0`` to ``x1`` at height ``y``, with ``text`` above it (or below)."""
     tick = -0.03 if not below else 0.03
@@ -26,16 +27,19 @@ def _span(
 
 
 def queue() -> Figure:
-    """Python queues three kernels and goes on; the GPU runs them later; a waiting call blocks till then."""
+    """Python queues three kernels and goes on; the GPU runs them later; a waiting call blocks till
+    then."""
     fig, ax = canvas(8, 3.4)
-    top, bottom, height = 0.58, 0.22, 0.14
+    top = 0.58
+    bottom = 0.22
+    height = 0.14
     ax.text(0.01, top + height / 2, "Python\n(CPU)", va="center", fontsize=FONT, weight="bold")
     ax.text(0.01, bottom + height / 2, "GPU\nstream", va="center", fontsize=FONT, weight="bold")
     launches = [0.135, 0.19, 0.245]  # each box is drawn 0.01 wider on each side
     kernels = [(0.16, 0.39), (0.39, 0.62), (0.62, 0.86)]
     for i, (x, (k0, k1)) in enumerate(zip(launches, kernels, strict=True), 1):
-        box(ax, (x, top), 0.03, height, "a@a", BLUE, size=FONT - 2)
-        box(ax, (k0 + 0.013, bottom), k1 - k0 - 0.026, height, f"kernel {i}", ORANGE)
+        box(ax, (x, top), 0.03, height, "a@a", colour=BLUE, size=FONT - 2)
+        box(ax, (k0 + 0.013, bottom), k1 - k0 - 0.026, height, f"kernel {i}", colour=ORANGE)
         arrow(ax, (x + 0.015, top), (k0 + 0.03, bottom + height), colour=GREY)
     # the clock read right after the launches
     clock = 0.3
@@ -59,9 +63,17 @@ def queue() -> Figure:
     ax.text(
         0.85, middle, "queue empty:\nthe call returns", ha="right", va="center", fontsize=FONT - 1
     )
-    _span(ax, 0.125, clock, top + height + 0.07, "clock without a wait: only the queuing", RED)
     _span(
-        ax, 0.125, 0.86, bottom - 0.06, "clock after a wait: the GPU's real time", BLUE, below=True
+        ax, 0.125, clock, top + height + 0.07, "clock without a wait: only the queuing", colour=RED
+    )
+    _span(
+        ax,
+        0.125,
+        0.86,
+        bottom - 0.06,
+        "clock after a wait: the GPU's real time",
+        colour=BLUE,
+        below=True,
     )
     ax.annotate(
         "",
@@ -74,7 +86,8 @@ def queue() -> Figure:
 
 
 def streams() -> Figure:
-    """A non-blocking copy on the one stream runs between the kernels; on a second stream, during them."""
+    """A non-blocking copy on the one stream runs between the kernels; on a second stream, during
+    them."""
     fig, ax = canvas(8, 3.2)
     h = 0.12
     rows = {
@@ -100,7 +113,7 @@ def streams() -> Figure:
     )
 
     def block(x0: float, x1: float, y: float, text: str, colour: str) -> None:
-        box(ax, (x0 + 0.01, y), x1 - x0 - 0.02, h, text, colour, size=FONT - 1)
+        box(ax, (x0 + 0.01, y), x1 - x0 - 0.02, h, text, colour=colour, size=FONT - 1)
 
     block(0.16, 0.46, rows["one stream"], "step 1: kernels", ORANGE)
     block(0.46, 0.62, rows["one stream"], "copy batch 2", GREEN)

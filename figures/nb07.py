@@ -1,8 +1,9 @@
 """Pictures of ``07_memory_and_errors``: where a training step's GPU memory goes.
 
-The sizes are the notebook's own: its network (3,072 -> 1,024 -> 1,024 -> 1,024 -> 10, float32) has
-5,256,202 parameters, so 20 MiB of parameters, 20 MiB of gradients and 2 x 20 MiB of Adam state;
-autograd keeps (3 x 1,024 + 10) x 4 bytes of activations per image (cells 07-04 and 07-06 check both).
+The sizes are the notebook's own: its network (3,072 -> 1,024 -> 1,024 -> 1,024 -> 10, float32)
+has 5,256,202 parameters, so 20 MiB of parameters, 20 MiB of gradients and 2 x 20 MiB of Adam
+state; autograd keeps (3 x 1,024 + 10) x 4 bytes of activations per image (cells 07-04 and 07-06
+check both).
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ IMAGE_BYTES = 3 * 32 * 32 * 4 + 8  # an image and its int64 label
 
 
 def _step(batch: int) -> tuple[list[float], dict[str, list[float]]]:
-    """Memory in MiB at the moments of one step (not the first: Adam's state exists), as stacked layers."""
+    """Memory in MiB at the moments of one step (not the first: Adam's state exists), as stacked
+    layers."""
     acts = batch * ACTIVATIONS_PER_IMAGE / MiB
     data = batch * IMAGE_BYTES / MiB
     p = PARAMETERS
-    # moments: start, batch on the GPU, end of forward, middle of backward, end of backward, after step()
+    # moments: start, batch on the GPU, end of forward, middle of backward, end of backward,
+    # after step()
     x = [0, 1, 2, 3, 4, 5]
     layers = {
         "parameters": [p] * 6,

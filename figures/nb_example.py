@@ -15,8 +15,8 @@ from figures.style import BLUE, ORANGE, arrow, box, canvas
 
 def two_boxes() -> Figure:
     fig, ax = canvas(8, 2.5)
-    box(ax, (0.05, 0.3), 0.35, 0.4, "host (CPU) memory", BLUE)
-    box(ax, (0.6, 0.3), 0.35, 0.4, "GPU memory", ORANGE)
+    box(ax, (0.05, 0.3), 0.35, 0.4, "host (CPU) memory", colour=BLUE)
+    box(ax, (0.6, 0.3), 0.35, 0.4, "GPU memory", colour=ORANGE)
     arrow(ax, (0.41, 0.5), (0.59, 0.5), "x.to(device)")
     assert isinstance(ax.patches[0], FancyBboxPatch)
     return fig

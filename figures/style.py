@@ -7,19 +7,18 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
 # Colour-blind-safe (Okabe and Ito).
-BLUE, ORANGE, GREEN, RED, PURPLE, GREY = (
-    "#0072B2",
-    "#E69F00",
-    "#009E73",
-    "#D55E00",
-    "#CC79A7",
-    "#999999",
-)
+BLUE = "#0072B2"
+ORANGE = "#E69F00"
+GREEN = "#009E73"
+RED = "#D55E00"
+PURPLE = "#CC79A7"
+GREY = "#999999"
 FONT = 11
 
 
 def canvas(width: float = 8, height: float = 3) -> tuple[Figure, Axes]:
-    """A figure ``width`` x ``height`` inches with one axes spanning it, from (0, 0) to (1, 1), no frame."""
+    """A figure ``width`` x ``height`` inches with one axes spanning it, from (0, 0) to (1, 1), no
+    frame."""
     fig = Figure(figsize=(width, height))
     ax = fig.add_axes((0, 0, 1, 1))
     ax.set_xlim(0, 1)
@@ -34,13 +33,14 @@ def box(
     width: float,
     height: float,
     text: str = "",
-    colour: str = BLUE,
     *,
+    colour: str = BLUE,
     size: int = FONT,
     fill: float = 0.15,
     va: str = "center",
 ) -> FancyBboxPatch:
-    """A rounded box at ``xy`` (lower left) with ``text`` in it, edged in ``colour``, lightly filled."""
+    """A rounded box at ``xy`` (lower left) with ``text`` in it, edged in ``colour``, lightly
+    filled."""
     patch = FancyBboxPatch(
         xy,
         width,
@@ -69,7 +69,8 @@ def arrow(
     offset: float = 0.04,
     style: str = "-|>",
 ) -> None:
-    """An arrow from ``start`` to ``end`` with ``text`` written above its middle (``offset`` higher)."""
+    """An arrow from ``start`` to ``end`` with ``text`` written above its middle (``offset``
+    higher)."""
     ax.add_patch(
         FancyArrowPatch(
             start, end, arrowstyle=style, mutation_scale=14, color=colour, linewidth=1.5

@@ -1,4 +1,5 @@
-"""The course's shared code, one module per topic; importing it touches no hardware, prints nothing."""
+"""The course's shared code, one module per topic. Importing it touches no hardware and prints
+nothing."""
 
 from helpers.course import VERSION
 

@@ -1,24 +1,25 @@
 """Choose a device, describe the hardware, and move data to and from a device (from ``00`` on)."""
 
-import json
+import copy
+import dataclasses
 import numbers
 import os
-import sys
+import re
 from collections.abc import Mapping
-from subprocess import PIPE, Popen
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+__all__ = ["as_device", "describe_devices", "pick_device", "to_device", "to_numpy"]
+
 _COLAB = "On Colab: Runtime > Change runtime type > a GPU (e.g. T4), then run the notebook again."
 
 
 def pick_device(preferred: str | torch.device | None = None) -> torch.device:
     """``preferred``, after checking that this machine has it, or the best device here: CUDA, Apple
-    MPS, another accelerator, the CPU. With its index (``cuda:0``), as tensors made there report it."""
+    MPS, another accelerator, the CPU. With its index (``cuda:0``), as tensors made there report."""
     if preferred is not None:
         device = as_device(preferred, name="preferred", caller="pick_device", check_available=True)
         if device.type == "meta":
@@ -30,45 +31,134 @@ def pick_device(preferred: str | torch.device | None = None) -> torch.device:
         return torch.device("cuda", torch.cuda.current_device())
     if torch.accelerator.is_available():  # Apple's MPS, Intel's XPU, ...
         kind = torch.accelerator.current_accelerator().type
-        return torch.device(kind, 0 if kind == "mps" else getattr(torch, kind).current_device())
+        if kind == "mps":
+            return torch.device("mps", 0)  # a Mac has one Apple GPU
+        return torch.device(kind, getattr(torch, kind).current_device())
     return torch.device("cpu")
+
+
+def _what_this_machine_has() -> str:
+    gpus = range(torch.cuda.device_count())
+    names = [f"cuda:{i} ({torch.cuda.get_device_name(i)})" for i in gpus]
+    best = pick_device()
+    if best.type not in ("cpu", "cuda"):
+        names.append(str(best))
+    names.append("cpu")
+    return ", ".join(names)
+
+
+def _bad_device(value: Any, problem: str, fix: str, *, name: str, caller: str) -> ValueError:
+    """The error for a device: what was asked, why it cannot be had, what there is, what to do."""
+    return ValueError(
+        f"{caller}: {name} {value!r}: {problem}. This machine has {_what_this_machine_has()}. {fix}"
+    )
+
+
+def _name_problem(text: str) -> str:
+    """Why PyTorch refuses the device name ``text``, with the name it probably means."""
+    lower = text.lower()
+    if not text:
+        return "an empty string names no device"
+    if "gpu" in lower or "nvidia" in lower:
+        return "NVIDIA GPUs are called 'cuda' in PyTorch"
+    if lower != text:
+        try:
+            torch.device(lower)
+        except RuntimeError:
+            pass
+        else:
+            return f"device names are lower case: {lower!r}"
+    if re.fullmatch(r"[a-z]+:-\d+", lower):
+        return f"devices are numbered from 0: '{lower.split(':')[0]}:0'"
+    numbered = re.fullmatch(r"([a-z]+)[\s_:-]*(\d+)", lower)  # cuda0, "cuda 0", "cuda: 0"
+    if numbered:
+        return f"write the number after a colon: '{numbered[1]}:{numbered[2]}'"
+    return "not a device name PyTorch knows"
+
+
+def _type_hint(value: Any, name: str, caller: str) -> str:
+    """What to write instead of ``value``, which is neither a device name nor a torch.device."""
+    if value is None:
+        return f"Pass the device to use, e.g. {name}=pick_device()."
+    if isinstance(value, bool):
+        return "Write 'cpu' or 'cuda'."
+    if isinstance(value, int):
+        return f"Write 'cuda:{value}' for GPU number {value}, or 'cpu'."
+    if isinstance(value, torch.Tensor | nn.Module | np.ndarray | list | tuple | Mapping):
+        return f"That looks like data, not a device: did you swap two arguments of {caller}?"
+    return "Write 'cpu', 'cuda', 'cuda:N' or 'mps', or pass a torch.device."
+
+
+def _available(device: torch.device, value: Any, *, name: str, caller: str) -> torch.device:
+    """``device`` with its index, after checking that this machine has it."""
+    kind = device.type
+    index = device.index
+    if kind in ("cpu", "meta"):
+        return torch.device(kind)
+    if kind == "cuda" and not torch.cuda.is_available():
+        if torch.version.cuda is None:
+            problem = "this PyTorch was built without CUDA"
+        else:
+            problem = (
+                "no CUDA GPU is visible (no NVIDIA driver, no GPU, or CUDA_VISIBLE_DEVICES "
+                "hides it)"
+            )
+        fix = f"Call pick_device() with no argument to use the CPU. {_COLAB}"
+        raise _bad_device(value, problem, fix, name=name, caller=caller)
+    if kind == "mps" and not torch.backends.mps.is_available():
+        problem = "Apple's MPS is not available here (it needs a Mac with Apple silicon)"
+        fix = "Call pick_device() with no argument for the best device here."
+        raise _bad_device(value, problem, fix, name=name, caller=caller)
+    count = getattr(getattr(torch, kind, None), "device_count", lambda: 0)()
+    if count == 0:
+        problem = f"there is no {kind.upper()} device"
+        fix = "Call pick_device() with no argument for the best device here."
+        raise _bad_device(value, problem, fix, name=name, caller=caller)
+    if index is None:  # "cuda" alone: the current GPU
+        index = torch.cuda.current_device() if kind == "cuda" else 0
+    if index >= count:
+        last = f"{kind}:{count - 1}"
+        problem = f"there is no {kind} number {index}, only {count} ({kind}:0 to {last})"
+        fix = f"Use '{kind}:0' to '{last}', or '{kind}' for the current one."
+        raise _bad_device(value, problem, fix, name=name, caller=caller)
+    return torch.device(kind, index)
 
 
 def as_device(
     value: Any, *, name: str = "device", caller: str = "as_device", check_available: bool = False
-):
-    """``value`` (a ``torch.device`` or a name such as ``"cuda:1"``) as a ``torch.device``, which the
-    machine must have if ``check_available``. A wrong one raises an error naming ``name`` of ``caller``."""
+) -> torch.device:
+    """``value`` (a ``torch.device`` or a name such as ``"cuda:1"``) as a ``torch.device``, which
+    the machine must have if ``check_available``. An error names the argument ``name`` of the
+    function ``caller``, what was given and what to give."""
     if not isinstance(value, str | torch.device):
         raise TypeError(
-            f"{caller}: {name} must be a device, e.g. pick_device(), not {type(value).__name__}."
+            f"{caller}: {name} must be a device, e.g. pick_device(), not {type(value).__name__} "
+            f"{_shown(value)}. {_type_hint(value, name, caller)}"
         )
-    try:
-        device = torch.device(value.strip() if isinstance(value, str) else value)
-    except RuntimeError:
-        hint = " (NVIDIA GPUs are called 'cuda' in PyTorch)" * ("gpu" in value.lower())
-        problem, fix = (
-            f"no device name{hint}",
-            "Write 'cpu', 'cuda', 'cuda:N' or 'mps', in lower case.",
-        )
+    if isinstance(value, torch.device):
+        device = value
     else:
-        kind, index = device.type, device.index
-        if not check_available or kind in ("cpu", "meta"):
-            return torch.device(kind) if check_available else device
-        count = getattr(getattr(torch, kind, None), "device_count", lambda: 0)()
-        if count and index is None:  # "cuda" alone: the current GPU
-            index = torch.cuda.current_device() if kind == "cuda" else 0
-        if count and index < count:
-            return torch.device(kind, index)
-        problem = (
-            f"there is no {device}, only {count}" if count else f"there is no {kind.upper()} device"
-        )
-        fix = "Call pick_device() for the best device here." + f" {_COLAB}" * (kind == "cuda")
-    gpus = [f"cuda:{i} ({torch.cuda.get_device_name(i)})" for i in range(torch.cuda.device_count())]
-    here = ", ".join(
-        gpus + [str(pick_device())] * (pick_device().type not in ("cpu", "cuda")) + ["cpu"]
-    )
-    raise ValueError(f"{caller}: {name} {value!r}: {problem}. This machine has {here}. {fix}")
+        text = value.strip()
+        try:
+            if not text:
+                raise RuntimeError("empty")
+            device = torch.device(text)
+        except RuntimeError:
+            problem = _name_problem(text)
+            fix = "Write 'cpu', 'cuda', 'cuda:N' or 'mps', or call pick_device() with no argument."
+            raise _bad_device(value, problem, fix, name=name, caller=caller) from None
+    if not check_available:
+        return device
+    return _available(device, value, name=name, caller=caller)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    if isinstance(value, torch.Tensor | np.ndarray):
+        text = f"of shape {tuple(value.shape)}"
+    if len(text) > 60:
+        return text[:57] + "..."
+    return text
 
 
 def describe_devices() -> str:
@@ -78,108 +168,76 @@ def describe_devices() -> str:
         p = torch.cuda.get_device_properties(i)
         gib = p.total_memory / 2**30
         lines.append(f"  cuda:{i}  {p.name}, {gib:.1f} GiB, compute capability {p.major}.{p.minor}")
-    if (best := pick_device()).type != "cuda":
-        lines.append(
-            f"Accelerator: {best}" if best.type != "cpu" else f"No GPU, only the CPU. {_COLAB}"
-        )
-    if (visible := os.environ.get("CUDA_VISIBLE_DEVICES")) is not None:
+    best = pick_device()
+    if best.type == "cpu":
+        lines.append(f"No GPU, only the CPU. {_COLAB}")
+    elif best.type != "cuda":
+        lines.append(f"Accelerator: {best}")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
         lines.append(f"CUDA_VISIBLE_DEVICES={visible!r}")
-    lines.append(
-        f"CPU: {os.cpu_count()} logical cores, PyTorch uses {torch.get_num_threads()} threads"
-    )
+    threads = torch.get_num_threads()
+    lines.append(f"CPU: {os.cpu_count()} logical cores, PyTorch uses {threads} threads")
     return "\n".join(lines)
 
 
+# Values that hold no tensor: to_device returns them as they are.
+_LEAVES = (str, bytes, numbers.Number, np.generic, torch.dtype, torch.device, os.PathLike, range)
+
+
+def _move(obj: Any, device: torch.device) -> Any:
+    """``obj`` with every tensor in it on ``device``; modules are moved in place."""
+    if isinstance(obj, torch.Tensor | nn.Module):
+        return obj.to(device)
+    if obj is None or isinstance(obj, _LEAVES):
+        return obj
+    if isinstance(obj, np.ndarray):
+        raise TypeError(
+            "to_device cannot move a NumPy array: make it a tensor first, torch.from_numpy(array)."
+        )
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a named tuple
+        return type(obj)(*[_move(item, device) for item in obj])
+    if isinstance(obj, list | tuple | set | frozenset):
+        return type(obj)(_move(item, device) for item in obj)
+    if isinstance(obj, dict):
+        moved = copy.copy(obj)  # the same type, and a defaultdict's default
+        for key, value in obj.items():
+            moved[key] = _move(value, device)
+        return moved
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        fields = [field.name for field in dataclasses.fields(obj) if field.init]
+        return dataclasses.replace(obj, **{f: _move(getattr(obj, f), device) for f in fields})
+    if callable(getattr(obj, "to", None)) and not isinstance(obj, type):
+        return obj.to(device)  # a batch class with a .to() of its own
+    raise TypeError(
+        f"to_device cannot move a {type(obj).__name__}: it is no tensor, module, tuple, list, dict "
+        "or dataclass and has no .to() method. Move its tensors yourself, or give it a .to(device)."
+    )
+
+
 def to_device(obj: Any, device: torch.device | str) -> Any:
-    """Return ``obj`` moved to ``device``: tensors, modules (in place), and tuples, lists and dicts of
-    them at any depth. Strings, numbers and ``None`` pass through; a NumPy array raises a ``TypeError``."""
+    """``obj`` moved to ``device``: tensors, modules (in place), and tuples, lists, dicts, sets and
+    dataclasses of them at any depth, or anything with a ``.to()``. Strings, numbers and ``None``
+    pass through; a NumPy array raises a ``TypeError``."""
     device = as_device(device, caller="to_device", check_available=True)
-    if (
-        isinstance(obj, nn.Module)
-        and device.type == "meta"
-        and not all(p.is_meta for p in obj.parameters())
-    ):
+    weights = isinstance(obj, nn.Module) and not all(p.is_meta for p in obj.parameters())
+    if weights and device.type == "meta":
         raise ValueError(
             "to_device: on 'meta' a model keeps its shapes, not its weights; use pick_device()."
         )
-    if isinstance(obj, torch.Tensor | nn.Module):
-        return obj.to(device)
-    if obj is None or isinstance(obj, str | bytes | numbers.Number | torch.dtype | torch.device):
-        return obj
-    if isinstance(obj, list | tuple):
-        items = [to_device(item, device) for item in obj]
-        return (
-            type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
-        )  # a named tuple, or not
-    if isinstance(obj, dict):
-        return {key: to_device(value, device) for key, value in obj.items()}
-    fix = (
-        "make it a tensor: torch.from_numpy(array)"
-        if isinstance(obj, np.ndarray)
-        else "move its tensors"
-    )
-    raise TypeError(f"to_device cannot move a {type(obj).__name__}: {fix}.")
+    return _move(obj, device)
 
 
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:
-    """``tensor.detach().cpu().numpy()`` on any device (bfloat16 as float32); on the CPU it shares memory."""
+    """``tensor.detach().cpu().numpy()`` on any device (bfloat16 as float32, which NumPy lacks).
+    On the CPU the array shares the tensor's memory."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(
-            f"to_numpy expects a torch.Tensor, got {type(tensor).__name__}; use np.asarray(...)."
+            f"to_numpy expects a torch.Tensor, got {type(tensor).__name__}; "
+            "np.asarray(...) makes an array of a number or a list."
         )
     if tensor.is_meta:
         raise NotImplementedError("to_numpy cannot be called on meta tensors: they have no values.")
-    return (tensor.float() if tensor.dtype == torch.bfloat16 else tensor).detach().cpu().numpy()
-
-
-_PROBE = """import json, os, sys, torch
-how = json.loads(sys.argv[1])
-torch.cuda.is_available() if how.get("after_is_available") else None
-os.environ.update(how.get("set_in_code", {}))
-found = dict(device_count_before=torch.cuda.device_count(), usable=0, default_device=None, error=None)
-try:  # a tensor on "cuda", then on cuda:0, cuda:1, ... until one fails
-    found["default_device"] = str(torch.zeros(1, device="cuda").device)
-    while found["usable"] < 64:
-        found["usable"] += torch.zeros(1, device=f"cuda:{found['usable']}").numel()
-except Exception as error:
-    found["error"] = f"{type(error).__name__}: {str(error).strip().splitlines()[0]}"
-print(json.dumps(found))"""
-
-
-def _is_case(
-    how: Any,
-) -> bool:  # a dict of env and set_in_code (dicts of strings) and after_is_available
-    groups = (
-        [how.get("env", {}), how.get("set_in_code", {})] if isinstance(how, Mapping) else [None]
-    )
-    ok = all(
-        isinstance(g, Mapping) and all(isinstance(t, str) for i in g.items() for t in i)
-        for g in groups
-    )
-    return ok and not set(how) - {"env", "set_in_code", "after_is_available"}
-
-
-def gpus_in_fresh_processes(cases: Mapping[str, Mapping[str, Any]]) -> dict[str, SimpleNamespace]:
-    """For each of ``cases`` (names of dicts of ``env``, the variables a new Python process starts with,
-    ``set_in_code``, set after ``import torch`` or, if ``after_is_available``, after ``is_available()``), at
-    once: the GPUs it can use (``usable``), its ``default_device``, ``device_count_before`` and ``error``."""
-    if not (isinstance(cases, Mapping) and cases and all(map(_is_case, cases.values()))):
-        raise TypeError(
-            "gpus_in_fresh_processes: cases must map names to dicts of env and set_in_code (dicts of "
-            "strings) and after_is_available, e.g. {'hidden': {'env': {'CUDA_VISIBLE_DEVICES': ''}}}."
-        )
-    probe, running = [sys.executable, "-c", _PROBE], {}
-    for name, how in cases.items():
-        env = {**os.environ, **how.get("env", {})}
-        running[name] = Popen(
-            [*probe, json.dumps(dict(how))], env=env, text=True, stdout=PIPE, stderr=PIPE
-        )
-    outputs = {name: process.communicate(timeout=120) for name, process in running.items()}
-    if failed := next((name for name, process in running.items() if process.returncode != 0), None):
-        raise RuntimeError(
-            f"The fresh process of case {failed!r} failed:\n{outputs[failed][1][-2000:]}"
-        )
-    return {
-        name: SimpleNamespace(**json.loads(out.splitlines()[-1]))
-        for name, (out, _) in outputs.items()
-    }
+    if tensor.dtype == torch.bfloat16:
+        tensor = tensor.float()
+    return tensor.detach().cpu().numpy()

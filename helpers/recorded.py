@@ -23,8 +23,8 @@ import torch
 from IPython.core.inputtransformer2 import TransformerManager
 from IPython.display import Image, display
 
-from helpers.course import CHECKOUT_VARIABLE
-from helpers.data import STAND_IN_VERSION
+from helpers.paths import course_root
+from helpers.standin import STAND_IN_VERSION
 
 GPU_OUTPUT_TAG = "gpu-output"
 # A cell whose output reports on what earlier cells did lists their ids under this metadata key:
@@ -36,21 +36,8 @@ _OLD_CALL = "show_gpu_output"
 _LOADER = ("load_ext", "helpers.recorded")
 
 
-def course_root() -> Path | None:
-    """The course that holds the notebooks and ``results/``: the folder that the Colab setup cell
-    fetched (named by ``GPU_COURSE_CHECKOUT``), else this repository; ``None`` if neither has them."""
-    candidates = [os.environ.get(CHECKOUT_VARIABLE), Path(__file__).resolve().parent.parent]
-    for candidate in candidates:
-        if not candidate:
-            continue
-        root = Path(candidate)
-        if (root / "pyproject.toml").is_file() and (root / "notebooks").is_dir():
-            return root
-    return None
-
-
 def recordings_root() -> Path | None:
-    """``results/gpu/`` of the course (see ``course_root``), or ``None``."""
+    """``results/gpu/`` of the course (``helpers.paths.course_root``), or ``None``."""
     root = course_root()
     if root is None:
         return None
@@ -97,7 +84,7 @@ class Recording:
 
 
 def _notebook_of(cell_id: Any, root: Path) -> Path:
-    """The course's notebook whose cell ids start as ``cell_id`` does (``"04-19"``: ``04_*.ipynb``)."""
+    """The course's notebook of cell ``cell_id``: ``"04-19"`` is in ``04_*.ipynb``."""
     if not isinstance(cell_id, str) or len(cell_id) < 4 or not cell_id[:2].isdigit():
         raise ValueError(f"There is no cell {cell_id!r}: give an id such as '04-19'.")
     notebooks = sorted((root / "notebooks").glob(f"{cell_id[:2]}_*.ipynb"))
@@ -126,9 +113,10 @@ def _same_data(run: dict[str, Any]) -> bool:
 def find_recording(
     cell_id: str, *, depends_on=(), root: Path | None = None
 ) -> tuple[Recording | None, str]:
-    """``(recording, "")``: the newest recording of cell ``cell_id`` (such as ``"04-19"``) made with
-    today's data and today's code of it and of the cells in ``depends_on``. Otherwise ``(None, why)``
-    or ``(an older recording, why)``. ``root`` is a folder of runs (default: ``results/gpu/``)."""
+    """``(recording, "")``: the newest recording of cell ``cell_id`` (such as ``"04-19"``) made
+    with today's data and today's code of it and of the cells in ``depends_on``. Otherwise
+    ``(None, why)`` or ``(an older recording, why)``. ``root`` is a folder of runs (default:
+    ``results/gpu/``)."""
     if isinstance(depends_on, str):
         raise TypeError(
             f"depends_on is a list of cell ids, e.g. depends_on=[{depends_on!r}], not a string."

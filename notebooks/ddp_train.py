@@ -29,7 +29,7 @@ from helpers.models import CifarNet
 
 
 def setup():
-    """Read who this process is from torchrun's variables, pick its device, join the process group."""
+    """Read who this process is from torchrun's variables, pick its device, join the group."""
     if "RANK" not in os.environ:
         sys.exit(
             "ddp_train.py runs under torchrun, which sets RANK, LOCAL_RANK and WORLD_SIZE for each "
@@ -48,7 +48,13 @@ def setup():
     # Blocks until all world_size processes have joined. A collective that waits longer than the
     # default timeout (Gloo 30 minutes, NCCL 10 minutes) raises an error; timeout= changes it.
     dist.init_process_group(backend, device_id=device if device.type == "cuda" else None)
-    return rank, world_size, local_world_size, device, backend
+    return {
+        "rank": rank,
+        "world_size": world_size,
+        "local_world_size": local_world_size,
+        "device": device,
+        "backend": backend,
+    }
 
 
 def load_data(args, rank):
@@ -77,7 +83,7 @@ def evaluate(model, loader, device):
     return right / len(loader.dataset)
 
 
-def save(path, model, epoch, history, world_size, backend):
+def save(path, model, epoch, history, *, world_size, backend):
     """Rank 0 writes the plain model's weights (no "module." prefix), via a temporary file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(path.name + ".tmp")
@@ -86,7 +92,7 @@ def save(path, model, epoch, history, world_size, backend):
     os.replace(temporary, path)  # a crash while writing leaves the previous file whole
 
 
-def train(args, rank, world_size, local_world_size, device, backend):
+def train(args, *, rank, world_size, local_world_size, device, backend):
     def log(message):
         if rank == 0:  # one voice: every rank computes the same things
             print(message, flush=True)
@@ -111,8 +117,9 @@ def train(args, rank, world_size, local_world_size, device, backend):
     optimizer = torch.optim.SGD(ddp_model.parameters(), lr=lr, momentum=0.9)
     criterion = nn.CrossEntropyLoss()
     log(
-        f"world size {world_size} ({local_world_size} on this machine), backend {backend}, rank 0 on "
-        f"{device}; batch {args.batch_size} per process, {global_batch} per step in all; lr {lr:g}"
+        f"world size {world_size} ({local_world_size} on this machine), backend {backend}, "
+        f"rank 0 on {device}; batch {args.batch_size} per process, {global_batch} per step in all; "
+        f"lr {lr:g}"
     )
 
     history = []
@@ -124,10 +131,8 @@ def train(args, rank, world_size, local_world_size, device, backend):
         for step, (images, targets) in enumerate(loader):
             if args.max_steps is not None and step >= args.max_steps:
                 break
-            images, targets = (
-                images.to(device, non_blocking=True),
-                targets.to(device, non_blocking=True),
-            )
+            images = images.to(device, non_blocking=True)
+            targets = targets.to(device, non_blocking=True)
             outputs = ddp_model(images)
             loss = criterion(outputs, targets)
             optimizer.zero_grad()
@@ -144,10 +149,11 @@ def train(args, rank, world_size, local_world_size, device, backend):
             history.append(
                 {"epoch": epoch, "train_loss": loss_sum / seen, "test_accuracy": accuracy}
             )
-            save(args.out, model, epoch, history, world_size, backend)
+            save(args.out, model, epoch, history, world_size=world_size, backend=backend)
             log(
                 f"epoch {epoch + 1}: {int(seen):,} images in {seconds:.1f} s, train loss "
-                f"{loss_sum / seen:.3f}, train accuracy {right / seen:.1%}, test accuracy {accuracy:.1%}"
+                f"{loss_sum / seen:.3f}, train accuracy {right / seen:.1%}, "
+                f"test accuracy {accuracy:.1%}"
             )
         dist.barrier()  # the others wait while rank 0 evaluates and saves
 
@@ -162,27 +168,46 @@ def train(args, rank, world_size, local_world_size, device, backend):
     dist.barrier()  # every rank is done with the collectives before any leaves the group
 
 
-def main():
-    parser = argparse.ArgumentParser(description="Train CifarNet with DistributedDataParallel.")
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument(
-        "--batch-size", type=int, default=32, help="per process; the global batch is N times it"
-    )
-    parser.add_argument(
-        "--train-size", type=int, default=None, help="first images of the training set"
-    )
-    parser.add_argument("--test-size", type=int, default=None, help="first images of the test set")
-    parser.add_argument(
-        "--max-steps", type=int, default=None, help="at most this many steps per epoch"
-    )
-    parser.add_argument(
-        "--out", type=Path, default=Path("checkpoints/ddp.pt"), help="rank 0 writes it"
-    )
-    args = parser.parse_args()
-
-    rank, world_size, local_world_size, device, backend = setup()
+def positive_int(text):
+    """A flag's value: a whole number, 1 or more."""
     try:
-        train(args, rank, world_size, local_world_size, device, backend)
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not 1 or more")
+    return value
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description="Train CifarNet with DistributedDataParallel.")
+    parser.add_argument("--epochs", type=positive_int, default=2)
+    parser.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=32,
+        help="per process; N processes take N times it",
+    )
+    parser.add_argument("--train-size", type=positive_int, help="first images of the training set")
+    parser.add_argument("--test-size", type=positive_int, help="first images of the test set")
+    parser.add_argument("--max-steps", type=positive_int, help="at most this many steps per epoch")
+    parser.add_argument("--out", default="checkpoints/ddp.pt", help="the file rank 0 saves")
+    args = parser.parse_args()
+    folder_named = args.out.endswith(("/", os.sep))
+    args.out = Path(args.out)
+    if folder_named or args.out.is_dir():
+        parser.error(f"--out {args.out} is a folder: give a file, e.g. {args.out / 'ddp.pt'}")
+    for folder in args.out.parents:
+        if folder.exists() and not folder.is_dir():
+            parser.error(f"--out {args.out}: {folder} is a file, not a folder")
+    return args
+
+
+def main():
+    args = parse_args()  # before joining the group: a wrong flag stops every rank at once
+    process = setup()  # rank, world_size, local_world_size, device and backend
+    try:
+        train(args, **process)
     finally:
         dist.destroy_process_group()  # leave the group, also when training failed
 

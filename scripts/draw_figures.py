@@ -37,7 +37,8 @@ def figure_tables(only: str | None = None) -> dict[str, dict]:
 
 
 def render(draw) -> bytes:
-    """The PNG of ``draw()``'s figure, the same bytes on every run (no timestamp, no software tag)."""
+    """The PNG of ``draw()``'s figure, the same bytes on every run (no timestamp, no software
+    tag)."""
     buffer = io.BytesIO()
     draw().savefig(buffer, format="png", dpi=100, metadata={"Software": None})
     return buffer.getvalue()
@@ -53,11 +54,13 @@ def notebook_path(number: str) -> Path:
 
 
 def embed(number: str, table: dict, *, check: bool) -> list[str]:
-    """Embed ``table``'s pictures in notebook ``number``; return what was (or, checking, would be) changed."""
+    """Embed ``table``'s pictures in notebook ``number``; return what was (or, checking, would be)
+    changed."""
     path = notebook_path(number)
     notebook = json.loads(path.read_text(encoding="utf-8"))
     cells = {cell.get("id"): cell for cell in notebook["cells"]}
-    changed, wanted = [], {}
+    changed = []
+    wanted = {}
     for name, (cell_id, draw) in table.items():
         cell = cells.get(cell_id)
         if cell is None or cell["cell_type"] != "markdown":

@@ -63,22 +63,30 @@ def bench_results(root: Path) -> str:
     ]
     if not paths:
         raise BlockError("results/ holds no bench-*.json: run make bench")
-    lines = [
-        "| file | device | date | training images | tutorial's loop, images/s | fast path, images/s "
-        "| fast path / tutorial's loop | test accuracy: tutorial's loop | test accuracy: fast path |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    titles = [
+        "file",
+        "device",
+        "date",
+        "training images",
+        "tutorial's loop, images/s",
+        "fast path, images/s",
+        "fast path / tutorial's loop",
+        "test accuracy: tutorial's loop",
+        "test accuracy: fast path",
     ]
+    lines = ["| " + " | ".join(titles) + " |", "|" + " --- |" * len(titles)]
     for result in sorted(_load(paths), key=lambda r: r["date"]):
-        speed, accuracy = result["summary"]["images_per_second"], result["summary"]["test_accuracy"]
+        speed = result["summary"]["images_per_second"]
+        accuracy = result["summary"]["test_accuracy"]
         cells = [
             f"`{result['file']}`",
             f"{result['device']['name']} ({result['device']['type']})",
             result["date"][:10],
             _data(result["settings"]),
-            _each(speed["seed_pipeline"]["runs"], ",.0f"),
+            _each(speed["tutorial_loop"]["runs"], ",.0f"),
             _each(speed["fast_path"]["runs"], ",.0f"),
             _each(result["summary"]["ratio"]["runs"], ".2f", "x"),
-            _each(accuracy["seed_pipeline"]["runs"], ".1%"),
+            _each(accuracy["tutorial_loop"]["runs"], ".1%"),
             _each(accuracy["fast_path"]["runs"], ".1%"),
         ]
         lines.append("| " + " | ".join(cells) + " |")
@@ -101,7 +109,7 @@ CALIBRATION_ROWS = {
         "`CifarNet`, the PyTorch tutorial's recipe",
         "{target} (CIFAR-10: about 55%)",
     ),
-    "tudui_seed000": ("`Tudui`, the tutorial's recipe", "{target}"),
+    "tudui_tutorial": ("`Tudui`, the tutorial's recipe", "{target}"),
     "cifarnet_better_recipe": (
         "`CifarNet`, a better recipe",
         "10 points above the tutorial's, or more",
@@ -157,7 +165,8 @@ def markers(name: str) -> tuple[str, str]:
 
 
 def replace_block(text: str, name: str, content: str, where: str) -> str:
-    """``text`` with the block ``name`` holding ``content``; ``BlockError`` when its markers are missing."""
+    """``text`` with the block ``name`` holding ``content``; ``BlockError`` when its markers are
+    missing."""
     start, end = markers(name)
     if text.count(start) != 1 or text.count(end) != 1 or text.index(start) > text.index(end):
         raise BlockError(
@@ -168,8 +177,10 @@ def replace_block(text: str, name: str, content: str, where: str) -> str:
 
 
 def update(root: Path, *, check: bool) -> tuple[list[str], list[str]]:
-    """Rewrite (or with ``check`` only compare) every block under ``root``: (stale blocks, errors)."""
-    stale, errors = [], []
+    """Rewrite (or with ``check`` only compare) every block under ``root``: (stale blocks,
+    errors)."""
+    stale = []
+    errors = []
     for name, (relative, make) in BLOCKS.items():
         path = root / relative
         try:

@@ -101,7 +101,8 @@ def kernel_env(folder: Path) -> dict[str, str]:
 
 def read(folder: Path, notebook: str | None = None) -> list[dict]:
     """The figures recorded under ``folder`` (of ``notebook``, a file name, when given), in drawing order."""
-    path, figures = folder / "figure-fonts.jsonl", []
+    path = folder / "figure-fonts.jsonl"
+    figures = []
     for line in path.read_text(encoding="utf-8").splitlines() if path.exists() else []:
         figure = json.loads(line)
         if (

@@ -56,7 +56,9 @@ class LabServer:
     """JupyterLab started by ``make lab`` with ``COURSE_QUICK=1``; ``stop()`` ends it and its children."""
 
     def __init__(self, workdir: Path, log_path: Path, env: dict[str, str] | None = None) -> None:
-        self.workdir, self.log_path, self.env = workdir, log_path, dict(env or {})
+        self.workdir = workdir
+        self.log_path = log_path
+        self.env = dict(env or {})
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             self.port = sock.getsockname()[1]
@@ -70,7 +72,8 @@ class LabServer:
             path = self.workdir / "settings" / f"{name}.jupyterlab-settings"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(values))
-        settings, workspaces = self.workdir / "settings", self.workdir / "workspaces"
+        settings = self.workdir / "settings"
+        workspaces = self.workdir / "workspaces"
         workspaces.mkdir(exist_ok=True)
         args = [
             f"--port={self.port}",
@@ -311,7 +314,8 @@ def run_notebook(
             page.get_by_role("menuitem", name="Run", exact=True).click(timeout=left_ms())
             page.get_by_role("menuitem", name="Run All Cells", exact=True).click(timeout=left_ms())
 
-        seen_running, quiet_polls = False, 0 if run_cells else 3
+        seen_running = False
+        quiet_polls = 0 if run_cells else 3
         while time.monotonic() < deadline and quiet_polls < 3:  # idle, nothing queued, for a second
             state = _no_dialog(page.evaluate(_READ_CELLS))
             prompts = [c["prompt"] for c in state["cells"] if c["code"]]
@@ -372,7 +376,8 @@ def _look(page: Any, screenshot: Path) -> list[View]:
 
 
 def _read_result(run: NotebookRun, state: dict, ran: bool = True) -> None:
-    cells, minimap = state["cells"], state["minimap"]
+    cells = state["cells"]
+    minimap = state["minimap"]
     run.code_cells = sum(c["code"] for c in cells)
     if not ran:  # opened only: no cell has run, and the minimap may not be drawn yet
         minimap = [""] * len(cells)

@@ -1,5 +1,5 @@
-"""Smoke tests of benchmarks/: each script runs in its quickest form on the CPU, in this process, on a few
-hundred synthetic images, and writes what it says into a temporary folder."""
+"""Smoke tests of benchmarks/: each script runs in its quickest form on the CPU, in this process, on
+a few hundred synthetic images, and writes what it says into a temporary folder."""
 
 import json
 import sys
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from helpers.recorded import find_recording
-from helpers.timing import load_results
+from helpers.results import load_results
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -35,13 +35,13 @@ def test_the_quick_bench_writes_its_runs_its_ratio_and_its_plot(tmp_path):
     written = json.loads(json_path.read_text())
     assert written["runs"] == json.loads(json.dumps(result["runs"])) and "incomplete" not in written
     (run,) = written["runs"]
-    for path in ("seed_pipeline", "fast_path", "linear_scaling_only"):
+    for path in ("tutorial_loop", "fast_path", "linear_scaling_only"):
         assert len(run[path]["epoch_test_accuracy"]) == 2 and run[path]["images_per_second"] > 0
-    speeds = [run[path]["images_per_second"] for path in ("fast_path", "seed_pipeline")]
+    speeds = [run[path]["images_per_second"] for path in ("fast_path", "tutorial_loop")]
     assert run["ratio"] == pytest.approx(speeds[0] / speeds[1])
-    assert run["time_to_accuracy"]["target"] == run["seed_pipeline"]["test_accuracy"]
+    assert run["time_to_accuracy"]["target"] == run["tutorial_loop"]["test_accuracy"]
     ladder = {rung["key"]: rung for rung in written["ladder"]}
-    assert ladder["seed"]["images_per_second"] > 0 and ladder["compile"]["skipped"]
+    assert ladder["tutorial"]["images_per_second"] > 0 and ladder["compile"]["skipped"]
     assert [rung["key"] for rung in written["ladder"] if rung["fast_path"]] == ["fast_batch"]
     assert "ratio" in written["targets"]
     assert written["exit_status"] == (1 if bench.failing(written["failures"]) else 0)
@@ -64,10 +64,14 @@ def test_gpu_check_writes_the_layout_that_helpers_recorded_reads(tmp_path):
 
 
 def test_gpu_check_keeps_the_text_and_drops_progress_bars():
-    texts = [("stdout", "epoch 1\n"), ("stderr", "\repoch 1:  50%|█    | 1/2 [00:01<00:01]"),
-             ("stdout", "accuracy 55.0%\n"), ("stderr", "UserWarning: a real warning\n")]  # fmt: skip
-    notebook = {"cells": [{"cell_type": "code", "outputs": [{"output_type": "stream", "name": n, "text": t}
-                                                            for n, t in texts]}]}  # fmt: skip
+    texts = [
+        ("stdout", "epoch 1\n"),
+        ("stderr", "\repoch 1:  50%|█    | 1/2 [00:01<00:01]"),
+        ("stdout", "accuracy 55.0%\n"),
+        ("stderr", "UserWarning: a real warning\n"),
+    ]
+    outputs = [{"output_type": "stream", "name": n, "text": t} for n, t in texts]
+    notebook = {"cells": [{"cell_type": "code", "outputs": outputs}]}
     assert gpu_check.clean_outputs(notebook) == 2
     assert notebook["cells"][0]["outputs"] == [
         {"output_type": "stream", "name": "stdout", "text": "epoch 1\naccuracy 55.0%\n"},

@@ -294,7 +294,9 @@ def check_notebook_in_jupyterlab(notebook, lab, browser, deadline, summary):
                 f"(see {view.screenshot}); at least {MIN_SHOWN_PX:g} px: larger text or a narrower figure"
             )
         for image in view.images:  # what conftest.py assumes of the notebooks not run here
-            natural, shown, room = image["natural"][0], image["shown"][0], image["room"]
+            natural = image["natural"][0]
+            shown = image["shown"][0]
+            room = image["room"]
             assert abs(room - OUTPUT_WIDTH_PX) <= 1 and abs(shown - min(natural, room)) <= 1, (
                 f"{notebook.name}: an image {natural} px wide is shown {shown} px wide in {room:g} px; "
                 f"figure_fonts.OUTPUT_WIDTH_PX is {OUTPUT_WIDTH_PX:g}: set it to what JupyterLab gives now"

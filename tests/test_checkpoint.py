@@ -1,7 +1,10 @@
+import errno
 import os
+import pickle
 import random
+import stat
 import zipfile
-from collections import OrderedDict, namedtuple
+from collections import OrderedDict, defaultdict, namedtuple
 from pathlib import Path
 
 import numpy as np
@@ -64,7 +67,7 @@ def test_restore_rng_false_leaves_the_random_state(tmp_path):
 
 
 def test_a_gpu_checkpoint_loads_on_the_models_device():
-    """The fixture's storages are tagged cuda:0 (written so on a CPU: see make_gpu_checkpoint.py)."""
+    """The fixture's storages are tagged cuda:0 (written so on a CPU: make_gpu_checkpoint.py)."""
     with zipfile.ZipFile(FIXTURE) as archive:
         assert b"cuda:0" in archive.read(
             next(n for n in archive.namelist() if n.endswith("data.pkl"))
@@ -127,10 +130,12 @@ def test_extras_load_back_as_they_were_given(tmp_path, name):
         (object(), r"extra\['value'\], a object"),
         (np.zeros(3), "ndarray.*torch.from_numpy"),
         ({1, 2}, "a set"),
-        (namedtuple("Point", "x y")(1, 2), "a Point"),
-        (nn.Linear(2, 2), r"module.state_dict\(\)"),
-        (Path("runs"), "PosixPath|WindowsPath"),
+        (namedtuple("Point", "x y")(1, 2), r"a Point: store tuple\(value\), or value._asdict\(\)"),
+        (defaultdict(int, a=1), r"a defaultdict: store dict\(value\)"),
+        (nn.Linear(2, 2), r"a Linear: store value.state_dict\(\)"),
+        (Path("runs"), r"(PosixPath|WindowsPath): store str\(value\)"),
         ({(1, 2j): 3}, r"extra\['value'\]\[1\], a complex"),
+        (torch.optim.SGD([nn.Parameter(torch.ones(1))], lr=0.1), r"store value.state_dict\(\)"),
     ],
 )
 def test_an_extra_that_would_not_load_is_refused_and_the_file_kept(tmp_path, value, words):
@@ -152,7 +157,8 @@ def test_numpy_numbers_in_the_optimizer_state_are_stored_as_numbers(tmp_path):
 
 
 def test_a_crash_during_a_save_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
-    save_checkpoint(path := tmp_path / "c.pt", SimpleModel(), None, epoch=1)
+    path = tmp_path / "c.pt"
+    save_checkpoint(path, SimpleModel(), None, epoch=1)
     before = path.read_bytes()
 
     def dies_half_way(obj, file, *args, **kwargs):
@@ -177,19 +183,21 @@ def test_a_symbolic_link_is_followed_not_replaced(tmp_path):
     ("arguments", "error", "words"),
     [
         ({"epoch": 2.5}, TypeError, "epoch is the number of epochs done"),
-        ({"epoch": "3"}, TypeError, "epoch"),
-    ]
-    + [
+        ({"epoch": "3"}, TypeError, "epoch=3"),
+        ({"epoch": None}, TypeError, "epoch"),
         ({"epoch": -1}, ValueError, "0 or more"),
         ({"path": ""}, ValueError, "path must be a file path"),
-    ]
-    + [({"model": SimpleModel}, TypeError, "model must be an nn.Module")]
-    + [({"optimizer": "sgd"}, TypeError, "optimizer must be a torch.optim optimizer or None")]
-    + [({"path": 3}, TypeError, "path must be a file path")]
-    + [({"path": "folder/"}, IsADirectoryError, "is a folder; add a file name")]
-    + [({"path": "folder"}, IsADirectoryError, "is a folder; add a file name")]
-    + [({"path": "notes.txt/c.pt"}, NotADirectoryError, "notes.txt is a file, not a folder")]
-    + [({"path": "notes.txt"}, FileExistsError, "notes.txt exists and is no checkpoint")],
+        ({"path": "   "}, ValueError, "path must be a file path"),
+        ({"model": SimpleModel}, TypeError, "model must be an nn.Module"),
+        ({"model": SimpleModel().state_dict()}, TypeError, "model must be an nn.Module"),
+        ({"optimizer": "sgd"}, TypeError, "optimizer must be a torch.optim optimizer or None"),
+        ({"optimizer": torch.optim.SGD}, TypeError, "optimizer must be a torch.optim optimizer"),
+        ({"path": 3}, TypeError, "path must be a file path"),
+        ({"path": "folder/"}, IsADirectoryError, "is a folder; add a file name"),
+        ({"path": "folder"}, IsADirectoryError, "is a folder; add a file name"),
+        ({"path": "notes.txt/c.pt"}, NotADirectoryError, "notes.txt is a file, not a folder"),
+        ({"path": "notes.txt"}, FileExistsError, "notes.txt exists and is no checkpoint"),
+    ],
 )
 def test_save_checkpoint_names_a_wrong_argument(tmp_path, monkeypatch, arguments, error, words):
     monkeypatch.chdir(tmp_path)
@@ -202,28 +210,56 @@ def test_save_checkpoint_names_a_wrong_argument(tmp_path, monkeypatch, arguments
     assert Path("notes.txt").read_text() == "notes" and not Path("c.pt").exists()
 
 
+def _write_numpy(path):
+    np.save(path.with_suffix(".npy"), np.zeros(3))
+    path.with_suffix(".npy").rename(path)
+
+
+def _write_folder(path):
+    path.mkdir()
+    save_checkpoint(path / "inside.pt", SimpleModel(), None, epoch=1)
+
+
+# How each file that load_checkpoint is asked to read is written (missing.pt: not at all).
+NOT_CHECKPOINTS = {
+    "truncated.pt": lambda p: p.write_bytes((p.parent / "epoch_1.pt").read_bytes()[:300]),
+    "notes.pt": lambda p: p.write_text("not a checkpoint"),
+    "empty.pt": lambda p: p.write_text(""),
+    "whole.pt": lambda p: torch.save(SimpleModel(), p),
+    "bare.pt": lambda p: torch.save(SimpleModel().state_dict(), p),
+    "list.pt": lambda p: torch.save([torch.ones(1)], p),
+    "pointer.pt": lambda p: p.write_text("version https://git-lfs.github.com/spec/v1\noid x\n"),
+    "page.pt": lambda p: p.write_text("<!DOCTYPE html><html><body>Sign in</body></html>"),
+    "array.pt": _write_numpy,
+    "pickled.pt": lambda p: p.write_bytes(pickle.dumps({"model": [1, 2]})),
+    "binary.pt": lambda p: p.write_bytes(bytes(range(256))),
+    "folder": _write_folder,
+    "missing.pt": lambda p: None,
+}
+
+
 @pytest.mark.parametrize(
     ("name", "words"),
-    [("truncated.pt", "truncated or corrupt"), ("notes.pt", "is not a file of torch.save")]
-    + [("empty.pt", "is not a file of torch.save"), ("whole.pt", "pickled Python objects")]
-    + [("bare.pt", "was not written by save_checkpoint: load it with torch.load")]
-    + [("folder", "is a folder, not a checkpoint file. Checkpoints in .*folder: inside.pt")]
-    + [("missing.pt", r"missing.pt does not exist. Checkpoints in .*: epoch_1.pt")],
+    [
+        ("truncated.pt", "truncated or corrupt"),
+        ("notes.pt", "is a text file"),
+        ("empty.pt", "is empty"),
+        ("whole.pt", r"pickled Python objects.*torch.save\(model\)"),
+        ("bare.pt", r"bare state_dict.*model.load_state_dict\(torch.load"),
+        ("list.pt", "holds a list.*torch.load"),
+        ("pointer.pt", "Git LFS.*git lfs pull"),
+        ("page.pt", "web page"),
+        ("array.pt", r"np.load\(path\)"),
+        ("pickled.pt", "pickle, not a file of torch.save"),
+        ("binary.pt", "not a file of torch.save"),
+        ("folder", "is a folder, not a checkpoint file. Checkpoints in .*folder: inside.pt"),
+        ("missing.pt", r"missing.pt does not exist. Checkpoints in .*: epoch_1.pt"),
+    ],
 )
 def test_what_is_not_a_checkpoint_is_refused_saying_what_it_is(tmp_path, name, words):
     save_checkpoint(tmp_path / "epoch_1.pt", SimpleModel(), None, epoch=1)
-    path = tmp_path / name  # written here as the file that load_checkpoint is asked to read
-    if name == "truncated.pt":
-        path.write_bytes((tmp_path / "epoch_1.pt").read_bytes()[:300])
-    elif name in ("notes.pt", "empty.pt"):
-        path.write_text("not a checkpoint" if name == "notes.pt" else "")
-    elif name == "bare.pt":
-        torch.save(SimpleModel().state_dict(), path)
-    elif name == "whole.pt":
-        torch.save(SimpleModel(), path)
-    elif name == "folder":
-        path.mkdir()
-        save_checkpoint(path / "inside.pt", SimpleModel(), None, epoch=1)
+    path = tmp_path / name
+    NOT_CHECKPOINTS[name](path)
     model = SimpleModel()
     before = [p.clone() for p in model.parameters()]
     with pytest.raises(CheckpointError, match=words):
@@ -272,12 +308,105 @@ def test_an_optimizer_that_does_not_fit_is_refused_before_anything_changes(
 @pytest.mark.parametrize(
     ("arguments", "error", "words"),
     [
-        ({"model": SimpleModel}, TypeError, "model must be an nn.Module"),
+        ({"model": SimpleModel}, TypeError, r"model must be an nn.Module.*SimpleModel\(\)"),
+        ({"model": {"fc.weight": torch.ones(3, 3)}}, TypeError, "model must be an nn.Module"),
         ({"optimizer": "sgd"}, TypeError, "optimizer must be a torch.optim optimizer"),
         ({"restore_rng": "no"}, TypeError, "restore_rng must be True or False"),
+        ({"path": ""}, ValueError, "path must be a file path"),
+        ({"path": None}, TypeError, "path must be a file path"),
     ],
 )
 def test_load_checkpoint_names_a_wrong_argument(tmp_path, arguments, error, words):
     save_checkpoint(tmp_path / "c.pt", SimpleModel(), None, epoch=1)
     with pytest.raises(error, match=words):
         load_checkpoint(**{"path": tmp_path / "c.pt", "model": SimpleModel(), **arguments})
+
+
+def test_the_numpy_random_state_is_saved_and_restored(tmp_path):
+    np.random.seed(3)
+    save_checkpoint(tmp_path / "c.pt", SimpleModel(), None, epoch=1)
+    expected = np.random.rand(4)
+    np.random.seed(99)  # a new session, another state
+    load_checkpoint(tmp_path / "c.pt", SimpleModel())
+    assert np.array_equal(np.random.rand(4), expected)
+    np.random.seed(99)
+    load_checkpoint(tmp_path / "c.pt", SimpleModel(), restore_rng=False)
+    assert not np.array_equal(np.random.rand(4), expected)
+
+
+def test_a_checkpoint_without_numpy_state_still_loads(tmp_path):
+    save_checkpoint(tmp_path / "c.pt", SimpleModel(), None, epoch=1)
+    payload = torch.load(tmp_path / "c.pt")
+    del payload["rng"]["numpy"]  # as written before the NumPy state was saved
+    torch.save(payload, tmp_path / "old.pt")
+    assert load_checkpoint(tmp_path / "old.pt", SimpleModel())[0] == 1
+
+
+@pytest.mark.skipif(torch.backends.mps.is_available(), reason="checks a machine without MPS")
+def test_an_apple_gpu_state_loaded_without_one_is_said_to_be_left_out(tmp_path):
+    save_checkpoint(tmp_path / "c.pt", SimpleModel(), None, epoch=1)
+    payload = torch.load(tmp_path / "c.pt")
+    payload["rng"]["mps"] = torch.get_rng_state()  # as a Mac writes it: a state tensor
+    torch.save(payload, tmp_path / "mac.pt")
+    with pytest.warns(UserWarning, match="Apple GPU"):
+        load_checkpoint(tmp_path / "mac.pt", SimpleModel())
+
+
+def test_the_random_states_of_the_machines_devices_are_saved(tmp_path):
+    save_checkpoint(tmp_path / "c.pt", SimpleModel(), None, epoch=1)
+    rng = torch.load(tmp_path / "c.pt")["rng"]
+    assert {"torch", "numpy", "python"} <= set(rng)
+    assert ("cuda" in rng) == torch.cuda.is_available()
+    assert ("mps" in rng) == torch.backends.mps.is_available()
+
+
+@pytest.mark.parametrize(
+    ("number", "words"),
+    [(errno.ENOSPC, "the disk is full"), (errno.EDQUOT, "quota"), (errno.EROFS, "read-only")],
+)
+def test_a_full_disk_is_named_and_the_previous_checkpoint_kept(
+    tmp_path, monkeypatch, number, words
+):
+    path = tmp_path / "c.pt"
+    save_checkpoint(path, SimpleModel(), None, epoch=1)
+    before = path.read_bytes()
+
+    def disk_full(obj, file, *args, **kwargs):
+        file.write(b"PK\x03\x04 a part")
+        raise OSError(number, os.strerror(number))
+
+    monkeypatch.setattr(torch, "save", disk_full)
+    with pytest.raises(OSError, match=f"could not write .*c.pt \\(.*{words}.*previous checkpoint"):
+        save_checkpoint(path, SimpleModel(), None, epoch=2)
+    assert path.read_bytes() == before and os.listdir(tmp_path) == ["c.pt"]
+
+
+def test_what_a_killed_save_left_is_removed_at_the_next_save(tmp_path):
+    import subprocess
+    import sys
+
+    # a process that exists no more (it ran and ended) left its temporary file behind
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True
+    )
+    dead = int(done.stdout)
+    from helpers.checkpoint import _HOST
+
+    left = tmp_path / f".c.pt.{_HOST}-{dead}.0123abcd.tmp"
+    left.write_bytes(b"PK half")
+    other = tmp_path / ".other.pt.elsewhere-1.0123abcd.tmp"  # another file's, or another machine's
+    other.write_bytes(b"PK half")
+    save_checkpoint(tmp_path / "c.pt", SimpleModel(), None, epoch=1)
+    assert not left.exists() and other.exists()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="file modes are POSIX")
+def test_a_replaced_checkpoint_keeps_its_mode_and_a_new_one_follows_the_umask(tmp_path):
+    path = tmp_path / "c.pt"
+    save_checkpoint(path, SimpleModel(), None, epoch=1)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask  # as torch.save would make it
+    path.chmod(0o640)
+    save_checkpoint(path, SimpleModel(), None, epoch=2)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640

@@ -153,7 +153,11 @@ def test_importing_the_timing_helpers_logs_nothing(tmp_path):
         "CUDA_HOME": str(tmp_path),
         "PYTHONPATH": str(ROOT),
     }  # a "toolkit" is found
-    probe = "import torch, helpers.timing; print(torch.cuda.is_available())"
+    probe = (
+        "import torch, helpers.timing\n"
+        "helpers.timing.autorange(lambda: None, min_run_time=0.01)\n"
+        "print(torch.cuda.is_available())"
+    )
     done = subprocess.run(
         [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120
     )

@@ -1,7 +1,9 @@
-"""notebooks/ddp_train.py under torchrun with two real processes (Gloo on the CPU), and helpers.ddp, which
-finds, shows and launches it. Notebook 05 runs the rest: the rendezvous, a hang, a port in use."""
+"""notebooks/ddp_train.py under torchrun with two real processes (Gloo on the CPU), and helpers.ddp,
+which finds, shows and launches it. Notebook 05 runs the rest: the rendezvous, a hang, a port in
+use."""
 
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -19,14 +21,15 @@ SCRIPT = Path(__file__).resolve().parent.parent / "notebooks" / "ddp_train.py"
 
 
 def torchrun(*args, nproc=2, script=SCRIPT, timeout=240):
-    """Run a script under torchrun on the CPU with the synthetic data; a failure raises with its output."""
+    """Run a script under torchrun on the CPU with the synthetic data; a failure raises with its
+    output."""
     env = {"COURSE_DATA": "synthetic", "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     return launch(args, nproc=nproc, script=script, env=env, timeout=timeout, echo=False)
 
 
 def _one_process_step(batch, lr):
-    """One SGD step of CifarNet in this process on the first `batch` of the 256 images, in the order that
-    DistributedSampler draws for one process in epoch 0, as the script seeds it."""
+    """One SGD step of CifarNet in this process on the first `batch` of the 256 images, in the
+    order that DistributedSampler draws for one process in epoch 0, as the script seeds it."""
     normalize = transforms.Compose(
         [transforms.ToTensor(), transforms.Normalize((0.5,) * 3, (0.5,) * 3)]
     )
@@ -42,25 +45,18 @@ def _one_process_step(batch, lr):
 
 
 def test_two_processes_of_batch_b_train_as_one_of_batch_2b_and_rank_0_saves(tmp_path):
-    out = torchrun(
-        "--epochs", 1, "--max-steps", 1, "--train-size", 256, "--test-size", 16, "--batch-size", 16,
-        "--out", tmp_path / "two.pt",
-    )  # fmt: skip
+    sizes = ["--train-size", 256, "--test-size", 16, "--batch-size", 16]
+    out = torchrun("--epochs", 1, "--max-steps", 1, *sizes, "--out", tmp_path / "two.pt")
     assert "world size 2 (2 on this machine), backend gloo, rank 0 on cpu" in out
     lines = out.splitlines()
     assert sum(line.startswith("epoch ") for line in lines) == 1  # rank 0 alone logs
-    assert {f"rank {r}/2: largest weight difference from rank 0 = 0.0" for r in (0, 1)} <= set(
-        lines
-    )
-    saved = torch.load(
-        tmp_path / "two.pt", map_location="cpu", weights_only=True
-    )  # rank 0's checkpoint
+    agreed = {f"rank {r}/2: largest weight difference from rank 0 = 0.0" for r in (0, 1)}
+    assert agreed <= set(lines)
+    saved = torch.load(tmp_path / "two.pt", map_location="cpu", weights_only=True)  # rank 0's
     assert (saved["epoch"], saved["world_size"], saved["backend"]) == (0, 2, "gloo")
     assert not list(tmp_path.glob("*.tmp"))
     CifarNet().load_state_dict(saved["model"])  # the plain model's keys, no "module." prefix
-    one = _one_process_step(
-        batch=32, lr=0.01 * 32 / 64
-    )  # the script's rate for a global batch of 32
+    one = _one_process_step(batch=32, lr=0.01 * 32 / 64)  # the rate for a global batch of 32
     torch.manual_seed(0)
     start = CifarNet().state_dict()
     for key in one:
@@ -131,8 +127,31 @@ def test_show_prints_a_function_with_the_files_line_numbers(capsys, tmp_path):
         ({"script": SCRIPT.parent}, FileNotFoundError, "not a file"),
         ({"env": {"X": 1}}, TypeError, "dict of strings"),
         ({"env": "X=1"}, TypeError, "dict of strings"),
+        ({"nproc": "2"}, TypeError, "nproc=2"),
+        ({"echo": "yes"}, TypeError, "echo must be True or False"),
     ],
 )
 def test_launch_refuses_arguments_it_would_mangle_before_starting_anything(kwargs, error, words):
     with pytest.raises(error, match=words):
         launch(**{"script_args": ["--epochs", 1], "nproc": 1, **kwargs})
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--epochs", "0"], "--epochs: 0 is not 1 or more"),
+        (["--batch-size", "-32"], "--batch-size: -32 is not 1 or more"),
+        (["--train-size", "2.5"], "--train-size: '2.5' is not a whole number"),
+        (["--test-size", ""], "--test-size: '' is not a whole number"),
+        (["--max-steps", "0"], "--max-steps: 0 is not 1 or more"),
+        (["--out", "{tmp}"], "is a folder: give a file"),
+        (["--out", "{tmp}/new/"], "is a folder: give a file"),
+        (["--out", "{tmp}/notes.txt/ddp.pt"], "notes.txt is a file, not a folder"),
+        (["--lr", "0.1"], "unrecognized arguments: --lr"),
+    ],
+)
+def test_a_wrong_flag_stops_the_script_before_it_joins_the_group(tmp_path, flags, words):
+    (tmp_path / "notes.txt").write_text("notes")
+    command = [sys.executable, str(SCRIPT), *(f.format(tmp=tmp_path) for f in flags)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and words in done.stderr, done.stderr

@@ -1,4 +1,5 @@
-from collections import OrderedDict, namedtuple
+import dataclasses
+from collections import OrderedDict, defaultdict, namedtuple
 
 import numpy as np
 import pytest
@@ -34,8 +35,15 @@ def test_names_and_devices_that_every_machine_has(asked, expected):
     ("asked", "words"),
     [
         ("gpu", "called 'cuda'"),
-        ("CPU", "lower case"),
-        ("", "lower case"),
+        ("GPU:0", "called 'cuda'"),
+        ("CPU", "lower case: 'cpu'"),
+        ("Cuda:0", "lower case: 'cuda:0'"),
+        ("", "empty"),
+        ("   ", "empty"),
+        ("cuda0", "'cuda:0'"),
+        ("CUDA 1", "'cuda:1'"),
+        ("cuda: 0", "'cuda:0'"),
+        ("cuda:-1", "from 0: 'cuda:0'"),
         ("cuda:x", "'cuda:N'"),
         (f"cuda:{torch.cuda.device_count()}", "This machine has"),  # one past the last GPU
         pytest.param(
@@ -56,9 +64,32 @@ def test_a_device_the_machine_lacks_or_a_wrong_name_says_what_there_is(asked, wo
     assert repr(asked) in message and "This machine has" in message and words in message, message
 
 
-@pytest.mark.parametrize("wrong", [0, 1.5, None, ["cuda"], torch.ones(2)])
-def test_a_device_of_the_wrong_type_names_the_argument_and_the_caller(wrong):
+def test_each_mistaken_device_name_gets_its_own_hint():
+    hints = {}
+    for asked in ("CPU", "cuda0", "", "gpu"):
+        with pytest.raises(ValueError) as info:
+            pick_device(asked)
+        hints[asked] = str(info.value).split(": ")[2]  # after "pick_device: preferred '...'"
+    assert len(set(hints.values())) == 4, hints
+
+
+@pytest.mark.parametrize(
+    ("wrong", "words"),
+    [
+        (0, "'cuda:0' for GPU number 0"),
+        (True, "'cpu' or 'cuda'"),
+        (1.5, "torch.device"),
+        (None, r"device=pick_device\(\)"),
+        (["cuda"], "swap two arguments of to_device"),
+        (torch.ones(2), "swap two arguments of to_device"),
+        (np.zeros(2), "swap two arguments of to_device"),
+        (nn.Linear(2, 2), "swap two arguments of to_device"),
+    ],
+)
+def test_a_device_of_the_wrong_type_names_the_argument_and_the_caller(wrong, words):
     with pytest.raises(TypeError, match="to_device: device must be a device, e.g. pick_device()"):
+        to_device(torch.ones(1), wrong)
+    with pytest.raises(TypeError, match=words):
         to_device(torch.ones(1), wrong)
     with pytest.raises(TypeError, match="timer: device must"):
         as_device(wrong, caller="timer")
@@ -105,12 +136,23 @@ def test_to_device_moves_nested_structures_and_keeps_their_types():
     )
     assert isinstance(moved["b"], list) and moved["b"][1][1:] == ("label", 7, None, np.float32(1))
     assert isinstance(moved["c"], Pair) and moved["c"].x.device == target and moved["c"].y == 2.5
-    assert moved["d"]["k"].device == target
+    assert moved["d"]["k"].device == target and type(moved["d"]) is OrderedDict
     assert batch["a"].device.type == "cpu", "the input is not changed"
+    counts = to_device(defaultdict(int, {"n": torch.ones(1)}), target)
+    assert counts["other"] == 0 and counts["n"].device == target  # still a defaultdict
+    assert to_device(Batch(torch.ones(1), "cat"), target).x.device == target
+    assert to_device({1, "a"}, target) == {1, "a"}
+
+
+@dataclasses.dataclass
+class Batch:
+    x: torch.Tensor
+    name: str
 
 
 def test_to_device_returns_a_tensor_already_there_and_moves_modules_in_place():
-    t, model = torch.ones(3), nn.Linear(2, 2)
+    t = torch.ones(3)
+    model = nn.Linear(2, 2)
     assert to_device(t, "cpu") is t and to_device(model, pick_device()) is model
 
 
@@ -119,7 +161,7 @@ def test_to_device_returns_a_tensor_already_there_and_moves_modules_in_place():
     [
         (np.zeros(3), "torch.from_numpy"),
         (object(), "cannot move a object"),
-        ({1, 2}, "cannot move a set"),
+        (iter([torch.ones(1)]), "cannot move a list_iterator"),
     ],
 )
 def test_to_device_refuses_what_it_cannot_move(wrong, words):

@@ -1,4 +1,5 @@
-"""helpers.fastpath: DeviceLoader, dataset_tensors, mixed precision, GradScaler and the training loop."""
+"""helpers.fastpath: DeviceLoader, dataset_tensors, mixed precision, GradScaler and the fast path's
+training loop."""
 
 import numpy as np
 import pytest
@@ -9,19 +10,26 @@ from torch.utils.data import DataLoader, TensorDataset
 from torchvision import transforms
 
 from helpers import fastpath
-from helpers.fastpath import Autocast, DeviceLoader, dataset_tensors, grad_scaler, sgd, train_epoch
+from helpers.fastpath import Autocast, DeviceLoader, dataset_tensors, fast_path_epoch, grad_scaler
 
 
 def _same_batches(a, b):
-    return len(a) == len(b) and all(torch.equal(p, q) for x, y in zip(a, b) for p, q in zip(x, y))  # noqa: B905
+    if len(a) != len(b):
+        return False
+    pairs = zip(a, b, strict=True)
+    return all(torch.equal(p, q) for x, y in pairs for p, q in zip(x, y, strict=True))
 
 
 @pytest.mark.parametrize(("n", "seed"), [(103, None), (100, None), (103, 5)])
 def test_same_batches_and_random_streams_as_a_dataloader_over_a_tensordataset(n, seed):
-    x, y = torch.randn(n, 3), torch.arange(n)
+    x = torch.randn(n, 3)
+    y = torch.arange(n)
     streams = []
-    for make in (lambda g: DataLoader(TensorDataset(x, y), batch_size=10, shuffle=True, generator=g),
-                 lambda g: DeviceLoader(x, y, batch_size=10, shuffle=True, generator=g)):  # fmt: skip
+    makers = [
+        lambda g: DataLoader(TensorDataset(x, y), batch_size=10, shuffle=True, generator=g),
+        lambda g: DeviceLoader(x, y, batch_size=10, shuffle=True, generator=g),
+    ]
+    for make in makers:
         torch.manual_seed(1)
         generator = None if seed is None else torch.Generator().manual_seed(seed)
         loader = make(generator)
@@ -29,7 +37,8 @@ def test_same_batches_and_random_streams_as_a_dataloader_over_a_tensordataset(n,
         streams.append(
             ([b for _ in range(3) for b in loader], len(loader), torch.rand(3), generator)
         )
-    (expected, length, after, g_reference), (got, our_length, our_after, g_ours) = streams
+    expected, length, after, g_reference = streams[0]
+    got, our_length, our_after, g_ours = streams[1]
     assert _same_batches(got, expected) and our_length == length
     assert torch.equal(our_after, after)  # the global stream is left as a DataLoader leaves it
     if seed is not None:
@@ -40,21 +49,16 @@ def test_every_sample_once_per_epoch_paired_with_its_label_on_its_device():
     labels = torch.arange(103)
     images = labels.float().view(103, 1, 1, 1).expand(103, 3, 2, 2)
     last = images.contiguous(memory_format=torch.channels_last)
-    first, second = [
-        list(DeviceLoader(last, labels, batch_size=10, shuffle=True)) for _ in range(2)
-    ]
+    first = list(DeviceLoader(last, labels, batch_size=10, shuffle=True))
+    second = list(DeviceLoader(last, labels, batch_size=10, shuffle=True))
     assert [len(b[1]) for b in first] == [10] * 10 + [3] and not _same_batches(first, second)
     assert sorted(torch.cat([b[1] for b in first]).tolist()) == list(range(103))
     assert all(torch.equal(x[:, 0, 0, 0].long(), y) for x, y in first)
     assert first[0][0].is_contiguous(memory_format=torch.channels_last)
-    in_order = list(
-        DeviceLoader(images, labels, batch_size=10)
-    )  # without shuffling: views, in order
+    in_order = list(DeviceLoader(images, labels, batch_size=10))  # not shuffled: views, in order
     assert _same_batches(in_order, list(DataLoader(TensorDataset(images, labels), batch_size=10)))
     assert in_order[0][0].data_ptr() == images.data_ptr()
-    meta = DeviceLoader(
-        torch.empty(30, 3, device="meta"), batch_size=8, shuffle=True
-    )  # stands in for a GPU
+    meta = DeviceLoader(torch.empty(30, 3, device="meta"), batch_size=8, shuffle=True)  # a GPU
     assert all(b[0].device.type == "meta" for b in meta)
 
 
@@ -81,7 +85,12 @@ def test_dataset_tensors_gives_what_totensor_gives():
     assert last.is_contiguous(memory_format=torch.channels_last) and torch.equal(last, images)
 
 
-Z, L = torch.zeros(4), nn.Linear(4, 2)
+Z = torch.zeros(4)
+
+
+L = nn.Linear(4, 2)
+SGD_L = torch.optim.SGD(L.parameters(), lr=0.1)
+SGD_ELSEWHERE = torch.optim.SGD(nn.Linear(4, 2).parameters(), lr=0.1)
 
 
 @pytest.mark.parametrize(
@@ -89,13 +98,15 @@ Z, L = torch.zeros(4), nn.Linear(4, 2)
     [
         (DeviceLoader, (), {}, TypeError, "takes tensors"),
         (Autocast, (nn.Linear,), {}, TypeError, "nn.Module"),
-    ]
-    + [
+        (Autocast, (nn.Linear(2, 2), "bf16"), {}, ValueError, "torch.bfloat16 or torch.float16"),
         (DeviceLoader, (TensorDataset(Z),), {}, TypeError, "dataset_tensors"),
+        (DeviceLoader, (np.zeros(4),), {}, TypeError, "ndarray.*torch.from_numpy"),
+        (DeviceLoader, (Z, 64), {}, TypeError, "by name: batch_size=64"),
         (DeviceLoader, (Z, torch.zeros(5)), {}, ValueError, "one row per sample"),
         (DeviceLoader, (torch.zeros(0, 3),), {}, ValueError, "at least one"),
         (DeviceLoader, (Z, Z.to("meta")), {}, ValueError, "different devices"),
         (DeviceLoader, (Z,), {"batch_size": 0}, ValueError, "batch_size"),
+        (DeviceLoader, (Z,), {"batch_size": -8}, ValueError, "batch_size"),
         (DeviceLoader, (Z,), {"batch_size": 2.0}, TypeError, "batch_size"),
         (DeviceLoader, (Z,), {"shuffle": "yes"}, TypeError, "shuffle"),
         (DeviceLoader, (Z,), {"generator": 5}, TypeError, "torch.Generator"),
@@ -108,14 +119,12 @@ Z, L = torch.zeros(4), nn.Linear(4, 2)
         (dataset_tensors, (_Images(["cat", "dog"]),), {}, TypeError, "class numbers"),
         (dataset_tensors, (_Images([0, 1], n=3),), {}, ValueError, "3 images but"),
         (dataset_tensors, (_Images([0, 1]), "gpu"), {}, ValueError, "cuda"),
-        (sgd, (L, 0.1), {}, TypeError, r"model\.parameters\(\)"),
-        (
-            train_epoch,
-            (L, [], torch.optim.SGD(nn.Linear(4, 2).parameters()), "cpu"),
-            {},
-            ValueError,
-            "other",
-        ),
+        (dataset_tensors, (_Images([0, 1]), "CPU"), {}, ValueError, "lower case: 'cpu'"),
+        (fast_path_epoch, (L, [], SGD_ELSEWHERE, "cpu"), {}, ValueError, "another model"),
+        (fast_path_epoch, (L, [], "sgd", "cpu"), {}, TypeError, "optimizer is 'sgd'"),
+        (fast_path_epoch, (L, [], SGD_L, "cpu"), {"scaler": 1.0}, TypeError, "grad_scaler"),
+        (fast_path_epoch, (L, [], SGD_L, "cpu"), {"loss_step": "ce"}, TypeError, "loss_step"),
+        (fast_path_epoch, ("L", [], SGD_L, "cpu"), {}, TypeError, "nn.Module"),
     ],
 )
 def test_bad_input_is_refused_clearly(make, args, options, error, words):
@@ -125,11 +134,14 @@ def test_bad_input_is_refused_clearly(make, args, options, error, words):
 
 @pytest.mark.parametrize(
     ("device", "bf16", "cuda", "name", "dtype", "scaler"),
-    [("cpu", False, False, "float32", None, False), ("mps", False, False, "float32", None, False)]
-    + [("cpu", True, False, "bf16 autocast", torch.bfloat16, False)]
-    + [("cuda", True, True, "bf16 autocast", torch.bfloat16, False)]
-    + [("cuda", False, True, "fp16 autocast + GradScaler", torch.float16, True)]  # a T4
-    + [("cuda", False, False, "float32", None, False)],
+    [
+        ("cpu", False, False, "float32", None, False),
+        ("mps", False, False, "float32", None, False),
+        ("cpu", True, False, "bf16 autocast", torch.bfloat16, False),
+        ("cuda", True, True, "bf16 autocast", torch.bfloat16, False),
+        ("cuda", False, True, "fp16 autocast + GradScaler", torch.float16, True),  # a T4
+        ("cuda", False, False, "float32", None, False),
+    ],
 )
 def test_the_precision_follows_what_the_device_computes(
     monkeypatch, device, bf16, cuda, name, dtype, scaler
@@ -139,15 +151,13 @@ def test_the_precision_follows_what_the_device_computes(
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation: bf16)
     precision = fastpath.choose_precision(device)
     assert fastpath.bf16_supported(device) is (bf16 and (device == "cpu" or cuda))
-    assert (precision.name, precision.dtype, precision.scaler) == (
-        name,
-        dtype,
-        scaler,
-    ) and precision.why
+    assert (precision.name, precision.dtype, precision.scaler) == (name, dtype, scaler)
+    assert precision.why
 
 
 def test_autocast_runs_the_forward_in_bf16_and_returns_float32():
-    model, seen = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(), nn.Linear(4 * 6 * 6, 10)), {}
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(), nn.Linear(4 * 6 * 6, 10))
+    seen = {}
     model[0].register_forward_hook(lambda module, inputs, output: seen.update(dtype=output.dtype))
     outputs = Autocast(model)(torch.randn(2, 3, 8, 8))
     assert seen["dtype"] == torch.bfloat16 and outputs.dtype == torch.float32
@@ -159,17 +169,31 @@ def test_autocast_runs_the_forward_in_bf16_and_returns_float32():
         Autocast(model, dtype=torch.float32)
 
 
+def test_autocast_takes_a_model_without_parameters_and_outputs_of_any_structure():
+    outputs = Autocast(nn.Flatten())(torch.randn(2, 3, 4))
+    assert outputs.dtype == torch.float32 and outputs.shape == (2, 12)
+
+    class Two(nn.Linear):
+        def forward(self, x):
+            y = super().forward(x)
+            return {"scores": y, "labels": y.argmax(1)}, (y,)
+
+    scores, (again,) = Autocast(Two(4, 3))(torch.randn(2, 4))
+    assert scores["scores"].dtype == again.dtype == torch.float32
+    assert scores["labels"].dtype == torch.int64
+    with pytest.raises(TypeError, match="no parameters and was given no tensor"):
+        Autocast(nn.Flatten())()
+
+
 @pytest.mark.parametrize("fused", [False, True])
 def test_a_grad_scaler_steps_as_plain_sgd_and_skips_a_step_whose_gradients_overflow(fused):
     torch.manual_seed(0)
-    layer, plain = nn.Linear(4, 2), nn.Linear(4, 2)
+    layer = nn.Linear(4, 2)
+    plain = nn.Linear(4, 2)
     plain.load_state_dict(layer.state_dict())
-    optimizer, kind = sgd(layer.parameters(), 0.1, fused=fused)
+    optimizer = torch.optim.SGD(layer.parameters(), 0.1, fused=fused)
     scaler = grad_scaler("cpu", init_scale=2.0**16)
-    for times in (
-        1.0,
-        float("inf"),
-    ):  # a step as plain SGD's, then one whose gradients overflow: skipped
+    for times in (1.0, float("inf")):  # a step as plain SGD's, then one that overflows: skipped
         optimizer.zero_grad()
         scaler.scale(layer(torch.ones(2, 4)).sum() * times).backward()
         scaler.step(optimizer)
@@ -177,25 +201,27 @@ def test_a_grad_scaler_steps_as_plain_sgd_and_skips_a_step_whose_gradients_overf
     plain(torch.ones(2, 4)).sum().backward()
     torch.optim.SGD(plain.parameters(), 0.1).step()
     torch.testing.assert_close(layer.weight, plain.weight)
-    assert kind == ("fused" if fused else "default") and scaler.get_scale() == 2.0**15
-    with pytest.raises(TypeError, match="fused must be True or False"):
-        sgd(layer.parameters(), 0.1, fused="yes")
+    assert scaler.get_scale() == 2.0**15
 
 
 def _train(epochs=1, inf_at=None, make_step=None, **options):
-    """A linear model trained with train_epoch on an easy problem: the model and each epoch's stats."""
+    """A linear model trained with fast_path_epoch on an easy problem: the model and each epoch's
+    stats."""
     torch.manual_seed(0)
-    x, model = torch.randn(64, 4), nn.Linear(4, 2)
+    x = torch.randn(64, 4)
+    model = nn.Linear(4, 2)
     loader = DeviceLoader(x, (x[:, 0] > 0).long(), batch_size=16)
     if inf_at is not None:
         x[inf_at] = float("inf")  # a NaN loss in that batch
-    opt, step = torch.optim.SGD(model.parameters(), 0.5), make_step(model) if make_step else None
-    return model, [
-        train_epoch(model, loader, opt, "cpu", loss_step=step, **options) for _ in range(epochs)
-    ]
+    optimizer = torch.optim.SGD(model.parameters(), 0.5)
+    step = make_step(model) if make_step else None
+    stats = []
+    for _ in range(epochs):
+        stats.append(fast_path_epoch(model, loader, optimizer, "cpu", loss_step=step, **options))
+    return model, stats
 
 
-def test_train_epoch_trains_and_counts_and_a_loss_step_replaces_the_model_loss_and_count():
+def test_the_fast_path_trains_and_counts_and_a_loss_step_replaces_the_model_loss_and_count():
     model, stats = _train(epochs=5)
     assert stats[-1].loss < stats[0].loss and stats[-1].accuracy > 0.8 and stats[-1].samples == 64
     assert stats[0].nonfinite_losses == 0 and stats[0].scale is None
@@ -206,21 +232,21 @@ def test_train_epoch_trains_and_counts_and_a_loss_step_replaces_the_model_loss_a
     assert torch.equal(again.weight, model.weight) and again_stats == stats
 
 
-def test_train_epoch_stops_a_diverged_run_unless_a_scaler_skipped_the_steps():
+def test_the_fast_path_stops_a_diverged_run_unless_a_scaler_skipped_the_steps():
     with pytest.raises(FloatingPointError, match="lower the learning rate"):
         _train(inf_at=0)
     _, (stats,) = _train(inf_at=0, scaler=grad_scaler("cpu"))
     assert stats.nonfinite_losses == 1 and stats.scale == 2.0**15
+    model = nn.Linear(4, 2)
     with pytest.raises(ValueError, match="no batches"):
-        train_epoch(
-            model := nn.Linear(4, 2), [], torch.optim.SGD(model.parameters(), lr=0.1), "cpu"
-        )
+        fast_path_epoch(model, [], torch.optim.SGD(model.parameters(), lr=0.1), "cpu")
 
 
 def test_timed_epoch_warms_up_then_times_one_whole_epoch():
-    model, calls = nn.Linear(4, 2), []
+    model = nn.Linear(4, 2)
+    calls = []
     model.register_forward_hook(lambda *_: calls.append(1))
-    optimizer, _ = sgd(model.parameters(), 0.1, fused=True)
+    optimizer = torch.optim.SGD(model.parameters(), 0.1, fused=True)
     loader = DeviceLoader(torch.randn(64, 4), torch.zeros(64, dtype=torch.long), batch_size=16)
     rate, stats = fastpath.timed_epoch(model, loader, optimizer, "cpu", scaler=grad_scaler("cpu"))
     assert len(calls) == 2 + 4 and stats.samples == 64 and rate > 0 and stats.scale is not None

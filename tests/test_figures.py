@@ -1,4 +1,5 @@
-"""The pictures in the notebooks are the ones ``figures/`` draws, and every one is shown by its cell."""
+"""The pictures in the notebooks are the ones ``figures/`` draws, and every one is shown by its
+cell."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""helpers.memory: byte counts of real tensors, the batch-size search, and the fresh-process runner."""
+"""helpers.memory: byte counts of real tensors, and the batch-size search."""
 
 import pytest
 import torch
@@ -10,7 +10,6 @@ from helpers.memory import (
     StateBytes,
     largest_batch_that_fits,
     measure_state,
-    run_script,
     saved_for_backward,
     tensor_bytes,
 )
@@ -50,6 +49,13 @@ def test_state_bytes_before_and_after_a_step(make_optimizer, copies):
         (lambda m, o: tensor_bytes([[1.0, 2.0]]), TypeError, "counts tensors"),
         (lambda m, o: tensor_bytes(m), TypeError, r"model\.parameters\(\)"),
         (lambda m, o: tensor_bytes(m.state_dict()), TypeError, r"\.values\(\)"),
+        (lambda m, o: tensor_bytes(m.weight), TypeError, r"\[tensor\]"),
+        (lambda m, o: tensor_bytes([m.weight, None]), TypeError, "NoneType"),
+        (lambda m, o: measure_state(type(m)), TypeError, "model is an nn.Module"),
+        (lambda m, o: saved_for_backward(exclude=m).__enter__(), TypeError, "list of tensors"),
+        (lambda m, o: saved_for_backward([m.weight.to("meta")]).__enter__(), ValueError, "meta"),
+        (lambda m, o: largest_batch_that_fits(64, 1, 8), TypeError, "step is 64"),
+        (lambda m, o: largest_batch_that_fits(print, "1", 8), ValueError, "whole numbers"),
     ],
 )
 def test_bad_arguments_are_named(call, error, words):
@@ -108,26 +114,3 @@ def test_largest_batch_that_fits_lets_other_errors_through_and_refuses_a_bad_ran
     for low, high in ((0, 8), (9, 8), (1.5, 8)):
         with pytest.raises(ValueError, match="1 <= low <= high"):
             largest_batch_that_fits(buggy, low, high)
-
-
-def test_run_script_reports_the_error_its_line_and_what_was_printed_before():
-    run = run_script(
-        "print('before')\ndef pick(i):\n    return [1, 2][i]\n\npick(5)\nprint('after')\n"
-    )
-    assert (run.returncode, run.stdout) == (1, "before\n")
-    assert run.error == "IndexError: list index out of range"
-    assert run.error_line == run.line_of("[1, 2][i]") == 3  # the deepest line of the script
-    assert run.line(run.error_line) == "return [1, 2][i]"
-    with pytest.raises(ValueError):  # not exactly one line has it
-        run.line_of("print(")
-
-
-def test_run_script_passes_the_environment_and_reports_success():
-    run = run_script("import os\nprint(os.environ['COURSE_TEST'])", env={"COURSE_TEST": "42"})
-    assert (run.returncode, run.stdout, run.error, run.error_line, run.line(None)) == (
-        0,
-        "42\n",
-        None,
-        None,
-        "",
-    )

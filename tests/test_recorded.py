@@ -11,18 +11,17 @@ from pathlib import Path
 import pytest
 from jupyter_client.manager import start_new_kernel
 
-from helpers.course import CHECKOUT_VARIABLE
-from helpers.data import STAND_IN_VERSION
+from helpers.paths import CHECKOUT_VARIABLE, course_root
 from helpers.recorded import (
     DEPENDS_ON_KEY,
     GPU_OUTPUT_TAG,
     cell_source_key,
-    course_root,
     find_recording,
     marked_cells,
     recordings_root,
     show_recording,
 )
+from helpers.standin import STAND_IN_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -163,7 +162,8 @@ def test_a_cell_id_no_notebook_has_is_refused(cell_id, depends_on, words):
 def test_the_recordings_of_a_fetched_course_are_read_there(tmp_path, monkeypatch, capsys):
     assert course_root() == ROOT and recordings_root() == ROOT / "results" / "gpu"
     monkeypatch.setenv(CHECKOUT_VARIABLE, str(tmp_path / "nothing-here"))  # no course there
-    assert recordings_root() == ROOT / "results" / "gpu"
+    with pytest.raises(FileNotFoundError, match="nothing-here"):
+        recordings_root()
     course = tmp_path / "gpu-course"  # as the setup cell on Colab and Kaggle fetches it
     (course / "notebooks").mkdir(parents=True)
     shutil.copy(ROOT / "pyproject.toml", course)

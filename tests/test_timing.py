@@ -1,4 +1,5 @@
-"""helpers.timing: timers that wait for the device, autorange, and reading make bench's results."""
+"""helpers.timing: timers that wait for the device, and autorange; helpers.results: make bench's
+results."""
 
 import json
 import time
@@ -7,15 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
+import helpers.results as results
 import helpers.timing as timing
-from helpers.timing import (
-    Stopwatch,
-    autorange,
-    images_per_second,
-    load_results,
-    synchronize,
-    time_calls,
-)
+from helpers.results import load_results
+from helpers.timing import Stopwatch, autorange, images_per_second, synchronize, time_calls
 
 
 @pytest.fixture
@@ -74,15 +70,22 @@ def test_autorange_times_with_a_clock_that_waits_for_the_device(waits):
         (lambda: time_calls(lambda: None, None), TypeError, "device"),
         (lambda: Stopwatch("cuda:99"), ValueError, "Stopwatch: device 'cuda:99'"),
         (lambda: synchronize("xla"), ValueError, "synchronize: device 'xla'"),
-        (lambda: images_per_second("1000", 2.0), TypeError, "two numbers"),
+        (lambda: images_per_second("1000", 2.0), TypeError, "images is a number"),
+        (lambda: images_per_second(1000, None), TypeError, "seconds is a number"),
+        (lambda: images_per_second(1000, -1.0), ValueError, "Stopwatch"),
         (lambda: images_per_second(1000, 0.0), ValueError, "Stopwatch"),
         (lambda: images_per_second(1000, float("nan")), ValueError, "Stopwatch"),
         (lambda: autorange(None), TypeError, "autorange: fn must be a function"),
-        (lambda: autorange(lambda: None, min_run_time="1"), ValueError, "min_run_time"),
+        (lambda: autorange(lambda: None, min_run_time="1"), TypeError, "min_run_time"),
+        (lambda: autorange(lambda: None, min_run_time=0), ValueError, "min_run_time"),
+        (lambda: autorange(lambda: None, min_run_time=-1.0), ValueError, "min_run_time"),
+        (lambda: time_calls(lambda: None, "CPU"), ValueError, "lower case: 'cpu'"),
+        (lambda: time_calls(lambda: None, "cpu", repeats=0), ValueError, "repeats"),
         (lambda: load_results(None), TypeError, "path of a folder"),
-        (lambda: load_results("Makefile"), ValueError, "results_dir"),
-        (lambda: load_results("no-such-folder"), ValueError, "results_dir"),
+        (lambda: load_results("Makefile"), NotADirectoryError, "results_dir"),
+        (lambda: load_results("no-such-folder"), FileNotFoundError, "results_dir"),
         (lambda: load_results("results", device_type="gpu"), ValueError, "'cuda'"),
+        (lambda: load_results("results", device_type="CUDA"), ValueError, "'cuda'"),
         (
             lambda: load_results("results", quick="yes"),
             TypeError,
@@ -97,9 +100,7 @@ def test_bad_arguments_are_named(call, error, words):
 
 @pytest.mark.parametrize("text", ["{not json", json.dumps({"device": {}}), "[]"])
 def test_load_results_refuses_a_file_that_is_no_result(tmp_path, text, monkeypatch):
-    monkeypatch.setattr(
-        timing, "results_dir", lambda: tmp_path / "none yet"
-    )  # not made by make bench yet
+    monkeypatch.setattr(results, "results_dir", lambda: tmp_path / "none yet")  # no bench run yet
     assert load_results(tmp_path) == [] and load_results(tmp_path / "none yet") == []
     (tmp_path / "bench-other.json").write_text(text)
     with pytest.raises(ValueError, match="bench-other.json is not a result of make bench"):

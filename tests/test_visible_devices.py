@@ -8,8 +8,7 @@ machine which variable PyTorch reads.
 import pytest
 import torch
 
-from helpers import devices
-from helpers.devices import gpus_in_fresh_processes
+from helpers.fresh_process import gpus_in_fresh_processes
 
 HIDE_ALL = {"CUDA_VISIBLE_DEVICES": ""}
 LATE = {
@@ -53,20 +52,3 @@ def test_hiding_gpus_works_before_cuda_starts_and_not_after(found):
         assert late.default_device == "cuda:0" and late.device_count_before == 0
     else:
         assert all(probe.default_device is None and probe.error for probe in found.values())
-
-
-@pytest.mark.parametrize(
-    "cases",
-    [
-        {},
-        [("a", {})],
-        {"a": "nothing"},
-        {"a": {"envs": HIDE_ALL}},
-        {"a": {"env": "CUDA_VISIBLE_DEVICES="}},
-        {"a": {}, "b": {"set_in_code": {"CUDA_VISIBLE_DEVICES": 0}}},
-    ],
-)
-def test_wrong_cases_are_refused_before_any_process_starts(cases, monkeypatch):
-    monkeypatch.setattr(devices, "Popen", lambda *a, **k: pytest.fail("a process started"))
-    with pytest.raises(TypeError, match="cases must map names to dicts of env and set_in_code"):
-        gpus_in_fresh_processes(cases)
