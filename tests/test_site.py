@@ -291,12 +291,10 @@ _MEASURE = """async () => {
 }"""
 
 
-def _resolve(site: Path, base: str, address: str) -> tuple[Path, str] | None:
-    """The file and fragment an address on the site names; ``None`` for another site's address."""
-    if not address.startswith(base):
-        return None
+def _resolve(site: Path, base: str, address: str) -> tuple[Path, str]:
+    """The file and the fragment that an address on the site (under ``base``) names."""
     parsed = urllib.parse.urlsplit(address)
-    path = urllib.parse.unquote(parsed.path).lstrip("/")
+    path = urllib.parse.unquote(parsed.path).removeprefix(urllib.parse.urlsplit(base).path)
     if path == "" or path.endswith("/"):
         path += "index.html"
     return site / path, parsed.fragment
@@ -329,38 +327,50 @@ def _open(browser, server, page_path: str, viewport: dict, screens: Path, proble
     return page
 
 
+def _layout_problems(where: str, seen: dict, viewport: dict) -> list[str]:
+    """What makes a page hard to read on this screen: wider than it, a narrow text column, small
+    text, or an image that does not load."""
+    problems = []
+    if seen["pageWidth"] > seen["screenWidth"] + 1:
+        problems.append(f"{where}: the page is {seen['pageWidth']} px wide")
+    if seen["articleLeft"] < 0 or seen["articleWidth"] < 0.8 * min(viewport["width"], 800):
+        problems.append(f"{where}: the text column is {seen['articleWidth']:.0f} px wide")
+    if seen["textPx"] and seen["textPx"] < MIN_TEXT_PX:
+        problems.append(f"{where}: the text is {seen['textPx']} px")
+    for address, width in seen["images"]:
+        if not width:
+            problems.append(f"{where}: the image {address} does not load")
+    return problems
+
+
+def _link_problem(site: Path, page_path: str, address: str, base: str) -> str | None:
+    """Why an internal link of ``page_path`` leads nowhere; ``None`` when it resolves."""
+    path, fragment = _resolve(site, base, address)
+    if not path.is_file():
+        return f"{page_path}: the link {address} finds no file"
+    if fragment and path.suffix == ".html" and fragment not in _parsed(path).ids:
+        return f"{page_path}: the link {address} finds no #{fragment}"
+    return None
+
+
 def test_every_page_reads_on_a_phone_and_a_projector(site, server, browser):
     problems = []
-    checked_links = set()
+    internal = set()
     for page_path in _pages(site):
         for screen, viewport in VIEWPORTS.items():
             page = _open(browser, server, page_path, viewport, OUTPUT / "screens", problems)
             seen = page.evaluate(_MEASURE)
             page.close()
             where = f"{page_path} on a {screen} ({viewport['width']} px)"
-            if seen["pageWidth"] > seen["screenWidth"] + 1:
-                problems.append(f"{where}: the page is {seen['pageWidth']} px wide")
-            if seen["articleLeft"] < 0 or seen["articleWidth"] < 0.8 * min(viewport["width"], 800):
-                problems.append(f"{where}: the text column is {seen['articleWidth']:.0f} px wide")
-            if seen["textPx"] and seen["textPx"] < MIN_TEXT_PX:
-                problems.append(f"{where}: the text is {seen['textPx']} px")
-            for address, width in seen["images"]:
-                if not width:
-                    problems.append(f"{where}: the image {address} does not load")
-            for address in seen["links"]:
-                target = _resolve(site, server.base, address)
-                if target is None or (page_path, address) in checked_links:
-                    continue
-                checked_links.add((page_path, address))
-                path, fragment = target
-                if not path.is_file():
-                    problems.append(f"{page_path}: the link {address} finds no file")
-                elif fragment and path.suffix == ".html" and fragment not in _parsed(path).ids:
-                    problems.append(f"{page_path}: the link {address} finds no #{fragment}")
+            problems += _layout_problems(where, seen, viewport)
+            internal.update((page_path, a) for a in seen["links"] if a.startswith(server.base))
+    for page_path, address in sorted(internal):
+        problems.append(_link_problem(site, page_path, address, server.base))
     failed = [f"{path} ({code})" for path, code in server.answers if code >= 400]
     assert not failed, f"the server could not answer: {failed}"
+    problems = [problem for problem in problems if problem]
     assert not problems, "\n".join(problems)
-    assert checked_links, "no internal link was checked"
+    assert internal, "no internal link was checked"
 
 
 # The top of a notebook's page, its navigation, and the sections' minutes.
