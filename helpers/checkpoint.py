@@ -395,7 +395,9 @@ def _read(path: Path, map_location: Any) -> dict[str, Any]:
     except pickle.UnpicklingError as error:
         raise _unpickling_refused(path, error) from error
     except Exception as error:
-        detail = str(error).strip().splitlines()[0][:150] if str(error).strip() else ""
+        detail = ""
+        if str(error).strip():
+            detail = str(error).strip().splitlines()[0].split(". ")[0]  # its first sentence
         raise CheckpointError(
             f"{path} is truncated or corrupt ({type(error).__name__}: {detail}): copy it again, "
             "or use an earlier checkpoint."

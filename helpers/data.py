@@ -67,19 +67,19 @@ def load_cifar10(train, transform=None, *, size=None, source=None) -> Dataset:
     transform = _args.transform(transform, "load_cifar10")
     size = _args.integer(size, "size", "load_cifar10", minimum=1, allow_none=True)
     source = _check_source(source)
-    reason = "COURSE_DATA=synthetic asks for it"
+    reason = "the environment variable COURSE_DATA=synthetic asks for it"
     if source != "synthetic":
         folder = data_dir()
         try:
             return _cifar10(folder, train, transform, size)
         except (OSError, RuntimeError) as error:  # offline: a URLError is an OSError
             reason = f"CIFAR-10 is not in {folder} and could not be downloaded"
-            reason += f" ({type(error).__name__})"
+            failure = f"{type(error).__name__}: {error}"
         if source == "cifar10":
             raise FileNotFoundError(
-                f"COURSE_DATA=cifar10 asks for the real data, but {reason}: go online, copy the "
-                f"folder cifar-10-batches-py into {folder}, or set COURSE_DATA=auto for the "
-                "stand-in."
+                f"COURSE_DATA=cifar10 asks for the real data, but {reason} ({failure}): go "
+                f"online, copy the folder cifar-10-batches-py into {folder}, or set "
+                "COURSE_DATA=auto for the stand-in."
             )
     dataset = SyntheticCIFAR10(train, transform, size=size)
     split = "train" if train else "test"

@@ -108,14 +108,20 @@ def _run(command: list[str], env: dict[str, str], timeout: float, echo: bool) ->
         process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         output = "".join(lines)[-4000:]
-        raise RuntimeError(f"torchrun stopped after {timeout:g} s:\n{output}") from None
+        raise RuntimeError(
+            f"torchrun was stopped after {timeout:g} s: it was still running.\n"
+            f"The end of its output:\n{output}"
+        ) from None
     finally:  # past the timeout, or stopped by Jupyter's stop button: torchrun stops its workers
         process.terminate()
         process.wait(timeout=30)
     reader.join(timeout=10)  # the last lines
     output = "".join(lines)
     if process.returncode != 0:
-        raise RuntimeError(f"torchrun exited with {process.returncode}; its end:\n{output[-4000:]}")
+        raise RuntimeError(
+            f"torchrun exited with status {process.returncode}.\n"
+            f"The end of its output:\n{output[-4000:]}"
+        )
     return output
 
 

@@ -15,11 +15,18 @@ from torch import nn
 __all__ = ["as_device", "describe_devices", "pick_device", "to_device", "to_numpy"]
 
 _COLAB = "On Colab: Runtime > Change runtime type > a GPU (e.g. T4), then run the notebook again."
+# Set it to choose the device every notebook uses, e.g. COURSE_DEVICE=cpu make lab.
+DEVICE_VARIABLE = "COURSE_DEVICE"
+_FROM_ENVIRONMENT = f"the environment variable {DEVICE_VARIABLE}"
 
 
 def pick_device(preferred: str | torch.device | None = None) -> torch.device:
     """``preferred``, after checking that this machine has it, or the best device here: CUDA, Apple
-    MPS, another accelerator, the CPU. With its index (``cuda:0``), as tensors made there report."""
+    MPS, another accelerator, the CPU. With its index (``cuda:0``), as tensors made there report.
+    The environment variable ``COURSE_DEVICE`` (``cpu``, ``cuda:1``, ``mps``) overrides the best
+    device; an empty value counts as unset."""
+    if preferred is None:
+        preferred = _device_from_environment()
     if preferred is not None:
         device = as_device(preferred, name="preferred", caller="pick_device", check_available=True)
         if device.type == "meta":
@@ -27,6 +34,11 @@ def pick_device(preferred: str | torch.device | None = None) -> torch.device:
                 "pick_device: 'meta' has shapes but no values; ask for 'cpu' or a GPU instead."
             )
         return device
+    return _best_device()
+
+
+def _best_device() -> torch.device:
+    """The best device this machine has: CUDA, then Apple's MPS or another accelerator, the CPU."""
     if torch.cuda.is_available():  # first, and asked as the .cuda() lessons ask it
         return torch.device("cuda", torch.cuda.current_device())
     if torch.accelerator.is_available():  # Apple's MPS, Intel's XPU, ...
@@ -37,10 +49,24 @@ def pick_device(preferred: str | torch.device | None = None) -> torch.device:
     return torch.device("cpu")
 
 
+def _device_from_environment() -> torch.device | None:
+    """The device ``COURSE_DEVICE`` names, checked as ``pick_device`` checks an argument."""
+    value = os.environ.get(DEVICE_VARIABLE, "").strip()
+    if not value:
+        return None
+    device = as_device(value, name=_FROM_ENVIRONMENT, caller="pick_device", check_available=True)
+    if device.type == "meta":
+        raise ValueError(
+            f"pick_device: {DEVICE_VARIABLE}='meta' has shapes but no values; "
+            f"set {DEVICE_VARIABLE}=cpu or a GPU, or unset it."
+        )
+    return device
+
+
 def _what_this_machine_has() -> str:
     gpus = range(torch.cuda.device_count())
     names = [f"cuda:{i} ({torch.cuda.get_device_name(i)})" for i in gpus]
-    best = pick_device()
+    best = _best_device()
     if best.type not in ("cpu", "cuda"):
         names.append(str(best))
     names.append("cpu")
@@ -49,9 +75,19 @@ def _what_this_machine_has() -> str:
 
 def _bad_device(value: Any, problem: str, fix: str, *, name: str, caller: str) -> ValueError:
     """The error for a device: what was asked, why it cannot be had, what there is, what to do."""
+    if name == _FROM_ENVIRONMENT:  # what to do is then to change the variable
+        fix = f"Set {DEVICE_VARIABLE} to one of these, in lower case, or unset it for the best one."
     return ValueError(
         f"{caller}: {name} {value!r}: {problem}. This machine has {_what_this_machine_has()}. {fix}"
     )
+
+
+def _is_device_name(text: str) -> bool:
+    try:
+        torch.device(text)
+    except RuntimeError:
+        return False
+    return True
 
 
 def _name_problem(text: str) -> str:
@@ -61,17 +97,12 @@ def _name_problem(text: str) -> str:
         return "an empty string names no device"
     if "gpu" in lower or "nvidia" in lower:
         return "NVIDIA GPUs are called 'cuda' in PyTorch"
-    if lower != text:
-        try:
-            torch.device(lower)
-        except RuntimeError:
-            pass
-        else:
-            return f"device names are lower case: {lower!r}"
+    if lower != text and _is_device_name(lower):
+        return f"device names are lower case: {lower!r}"
     if re.fullmatch(r"[a-z]+:-\d+", lower):
         return f"devices are numbered from 0: '{lower.split(':')[0]}:0'"
     numbered = re.fullmatch(r"([a-z]+)[\s_:-]*(\d+)", lower)  # cuda0, "cuda 0", "cuda: 0"
-    if numbered:
+    if numbered and _is_device_name(f"{numbered[1]}:{numbered[2]}"):
         return f"write the number after a colon: '{numbered[1]}:{numbered[2]}'"
     return "not a device name PyTorch knows"
 
@@ -169,7 +200,10 @@ def describe_devices() -> str:
         gib = p.total_memory / 2**30
         lines.append(f"  cuda:{i}  {p.name}, {gib:.1f} GiB, compute capability {p.major}.{p.minor}")
     best = pick_device()
-    if best.type == "cpu":
+    chosen = os.environ.get(DEVICE_VARIABLE, "").strip()
+    if chosen:
+        lines.append(f"{DEVICE_VARIABLE}={chosen!r}: the notebooks use {best}")
+    elif best.type == "cpu":
         lines.append(f"No GPU, only the CPU. {_COLAB}")
     elif best.type != "cuda":
         lines.append(f"Accelerator: {best}")
@@ -177,7 +211,8 @@ def describe_devices() -> str:
     if visible is not None:
         lines.append(f"CUDA_VISIBLE_DEVICES={visible!r}")
     threads = torch.get_num_threads()
-    lines.append(f"CPU: {os.cpu_count()} logical cores, PyTorch uses {threads} threads")
+    threads_used = f"{threads} thread" if threads == 1 else f"{threads} threads"
+    lines.append(f"CPU: {os.cpu_count()} logical cores, PyTorch uses {threads_used}")
     return "\n".join(lines)
 
 

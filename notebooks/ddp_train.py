@@ -73,8 +73,8 @@ def load_data(args, rank):
     return trainset, testset
 
 
-def evaluate(model, loader, device):
-    """Test accuracy of a plain (not DDP) model: rank 0 alone runs it."""
+def test_accuracy(model, loader, device):
+    """The accuracy of a plain (not DDP) model on the test set: rank 0 alone runs it."""
     model.eval()
     right = 0
     with torch.no_grad():
@@ -83,11 +83,11 @@ def evaluate(model, loader, device):
     return right / len(loader.dataset)
 
 
-def save(path, model, epoch, history, *, world_size, backend):
+def save(path, model, epochs_done, history, *, world_size, backend):
     """Rank 0 writes the plain model's weights (no "module." prefix), via a temporary file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(path.name + ".tmp")
-    state = {"model": model.state_dict(), "epoch": epoch, "history": history}
+    state = {"model": model.state_dict(), "epoch": epochs_done, "history": history}
     torch.save({**state, "world_size": world_size, "backend": backend}, temporary)
     os.replace(temporary, path)  # a crash while writing leaves the previous file whole
 
@@ -145,13 +145,15 @@ def train(args, *, rank, world_size, local_world_size, device, backend):
         loss_sum, right, seen = totals.tolist()
         seconds = time.perf_counter() - start
         if rank == 0:
-            accuracy = evaluate(model, testloader, device)
+            # the plain model: ddp_model's forward may call a collective the others never join
+            accuracy = test_accuracy(model, testloader, device)
+            epochs_done = epoch + 1  # a checkpoint's "epoch": the epochs done, as in notebook 03
             history.append(
-                {"epoch": epoch, "train_loss": loss_sum / seen, "test_accuracy": accuracy}
+                {"epoch": epochs_done, "train_loss": loss_sum / seen, "test_accuracy": accuracy}
             )
-            save(args.out, model, epoch, history, world_size=world_size, backend=backend)
+            save(args.out, model, epochs_done, history, world_size=world_size, backend=backend)
             log(
-                f"epoch {epoch + 1}: {int(seen):,} images in {seconds:.1f} s, train loss "
+                f"epoch {epochs_done}: {int(seen):,} images in {seconds:.1f} s, train loss "
                 f"{loss_sum / seen:.3f}, train accuracy {right / seen:.1%}, "
                 f"test accuracy {accuracy:.1%}"
             )

@@ -148,14 +148,16 @@ def _stand_in_for_github(tmp_path, refs: list[str]) -> Path:
         pytest.skip("not a git checkout: no commit to stand in for the published release")
     remote = tmp_path / "remote"
     _git("init", "-q", str(remote))
-    fetched = _git(
-        "-C", str(remote), "fetch", "-q", str(ROOT), *[f"{head.stdout.strip()}:{r}" for r in refs]
-    )
-    if (
-        fetched.returncode != 0
-    ):  # e.g. a copy of the working tree whose .git lacks the commit's objects
-        pytest.skip(
-            f"this checkout's last commit cannot be fetched: {fetched.stderr.strip()[:200]}"
+    refspecs = [f"{head.stdout.strip()}:{ref}" for ref in refs]
+    # --no-tags: a clone of a release holds its tag already, which git would also fetch, and refuse.
+    # --update-shallow: in a shallow clone (GitHub's checkout) the commit is a shallow root, which
+    # git otherwise leaves out, saying only a warning.
+    fetch = ["fetch", "-q", "--no-tags", "--update-shallow", str(ROOT), *refspecs]
+    fetched = _git("-C", str(remote), *fetch, check=False)
+    assert fetched.returncode == 0, fetched.stderr
+    for ref in refs:
+        assert _git("-C", str(remote), "rev-parse", "--verify", ref, check=False).returncode == 0, (
+            f"the stand-in for GitHub has no {ref}: {fetched.stderr}"
         )
     return remote
 
@@ -191,6 +193,18 @@ print("recordings:", recordings_root(), "|", recording.path if recording else wh
 
 
 @needs_git
+@pytest.mark.git_refs
+def test_the_stand_in_for_github_serves_this_commit_at_the_release_tag(tmp_path):
+    """What the setup cell's clone needs of the stand-in, whatever this clone is: shallow, tagged."""
+    remote = _stand_in_for_github(tmp_path, [f"refs/tags/{TAG}"])
+    checkout = tmp_path / "checkout"
+    clone = ["clone", "-q", "--depth", "1", "--branch", TAG, remote.as_uri(), str(checkout)]
+    _git(*clone)
+    head = _git("-C", str(ROOT), "rev-parse", "HEAD").stdout
+    assert _git("-C", str(checkout), "rev-parse", "HEAD").stdout == head
+
+
+@needs_git
 def test_setup_cell_on_a_colab_stand_in_fetches_the_tag_installs_from_it_and_finds_the_recordings(
     tmp_path,
 ):
@@ -221,6 +235,7 @@ def test_setup_cell_on_a_colab_stand_in_fetches_the_tag_installs_from_it_and_fin
 
 
 @needs_git
+@pytest.mark.git_refs
 @pytest.mark.parametrize(
     "platform", [{"COLAB_RELEASE_TAG": "x"}, {"KAGGLE_KERNEL_RUN_TYPE": "Interactive"}]
 )
@@ -356,10 +371,12 @@ def clone(tmp_path):
 
 
 @needs_git
+@pytest.mark.git_refs
 def test_release_sets_the_version_everywhere_and_refuses_a_bad_version_a_dirty_tree_and_an_old_tag(
     clone,
 ):
     new = "9.8.7"  # a version no test elsewhere uses
+    tags = _git("tag", "--list", cwd=clone).stdout  # a clone of a release has its tag
     for bad in ("9.8", "v9.8.7", ""):
         with pytest.raises(SystemExit, match=re.escape(repr(bad))):
             tool.release(bad, root=clone)
@@ -380,7 +397,7 @@ def test_release_sets_the_version_everywhere_and_refuses_a_bad_version_a_dirty_t
     assert done.returncode == 0, done.stderr
     assert tomllib.loads((clone / "pyproject.toml").read_text())["project"]["version"] == new
     assert f"git tag v{new}" in done.stdout and "git push" in done.stdout
-    assert _git("tag", "--list", cwd=clone).stdout == ""  # it prints the git commands; it runs none
+    assert _git("tag", "--list", cwd=clone).stdout == tags  # it prints the git commands; runs none
     cells = nbformat.read(clone / "notebooks" / NOTEBOOKS[0].name, as_version=4).cells
     setup = next(cell for cell in cells if cell.get("id") == tool.SETUP_ID)
     assert _assigned(setup.source) == (REPOSITORY, f"v{new}")

@@ -53,7 +53,8 @@ def test_two_processes_of_batch_b_train_as_one_of_batch_2b_and_rank_0_saves(tmp_
     agreed = {f"rank {r}/2: largest weight difference from rank 0 = 0.0" for r in (0, 1)}
     assert agreed <= set(lines)
     saved = torch.load(tmp_path / "two.pt", map_location="cpu", weights_only=True)  # rank 0's
-    assert (saved["epoch"], saved["world_size"], saved["backend"]) == (0, 2, "gloo")
+    assert (saved["epoch"], saved["world_size"], saved["backend"]) == (1, 2, "gloo")  # epochs done
+    assert [record["epoch"] for record in saved["history"]] == [1]
     assert not list(tmp_path.glob("*.tmp"))
     CifarNet().load_state_dict(saved["model"])  # the plain model's keys, no "module." prefix
     one = _one_process_step(batch=32, lr=0.01 * 32 / 64)  # the rate for a global batch of 32
@@ -71,7 +72,7 @@ def test_a_failing_rank_is_reported_with_its_error(tmp_path):
         "import os\nif os.environ['RANK'] == '1':\n    raise ValueError('rank 1 broke')\n"
     )
     with pytest.raises(
-        RuntimeError, match=r"torchrun exited with 1(.|\n)*ValueError: rank 1 broke"
+        RuntimeError, match=r"torchrun exited with status 1(.|\n)*ValueError: rank 1 broke"
     ):
         torchrun(script=tmp_path / "fail.py")
 

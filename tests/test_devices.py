@@ -12,7 +12,8 @@ from helpers.devices import as_device, describe_devices, pick_device, to_device,
 # --- pick_device and as_device ----------------------------------------------------------------
 
 
-def test_the_default_is_an_available_device_with_the_index_tensors_report():
+def test_the_default_is_an_available_device_with_the_index_tensors_report(monkeypatch):
+    monkeypatch.delenv("COURSE_DEVICE", raising=False)
     device = pick_device()
     assert torch.zeros(1, device=device).device == device
     if torch.cuda.is_available():
@@ -24,6 +25,41 @@ def test_the_default_is_an_available_device_with_the_index_tensors_report():
         else "cpu"
     )
     assert device.type == tutorials  # the choice of PyTorch's tutorials, plus the index
+
+
+@pytest.mark.parametrize("value", ["cpu", " cpu\n"])
+def test_course_device_chooses_the_device_of_every_notebook(monkeypatch, value):
+    monkeypatch.setenv("COURSE_DEVICE", value)
+    assert pick_device() == torch.device("cpu")
+    assert "COURSE_DEVICE='cpu'" in describe_devices()
+    assert pick_device("cpu") == torch.device("cpu")  # an argument still decides
+
+
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_course_device_counts_as_unset(monkeypatch, value):
+    monkeypatch.setenv("COURSE_DEVICE", value)
+    expected = pick_device()
+    monkeypatch.delenv("COURSE_DEVICE")
+    assert expected == pick_device()
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("CPU", "lower case: 'cpu'"),
+        ("gpu", "called 'cuda'"),
+        ("cuda0", "'cuda:0'"),
+        ("meta", "no values"),
+        ("tpu:0", "not a device name"),
+        (f"cuda:{torch.cuda.device_count()}", "COURSE_DEVICE"),
+    ],
+)
+def test_a_wrong_course_device_names_the_variable_and_what_to_set(monkeypatch, value, words):
+    monkeypatch.setenv("COURSE_DEVICE", value)
+    with pytest.raises(ValueError, match=words) as caught:
+        pick_device()
+    assert "COURSE_DEVICE" in str(caught.value)
+    assert "unset" in str(caught.value)
 
 
 @pytest.mark.parametrize(("asked", "expected"), [("cpu", "cpu"), (" cpu\n", "cpu")])
