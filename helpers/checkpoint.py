@@ -365,6 +365,9 @@ def _kind(path: Path) -> str:
 
 
 def _missing(path: Path) -> CheckpointError:
+    blocked = [p for p in path.parents if p.exists() and not p.is_dir()]
+    if blocked:
+        return CheckpointError(f"{path}: {blocked[-1]} is a file, not a folder. Check the path.")
     folder = path if path.is_dir() else path.parent
     found = []
     if folder.is_dir():
@@ -382,6 +385,21 @@ def _unpickling_refused(path: Path, error: Exception) -> CheckpointError:
         "Only if you trust its source: torch.load(path, weights_only=False), then save_checkpoint "
         f"the model it holds. ({str(error).strip().splitlines()[0][:120]})"
     )
+
+
+def _check_payload(payload: dict[str, Any], path: Path) -> None:
+    """A file in save_checkpoint's format, edited by hand: its epoch or weights are wrong."""
+    epoch = payload.get("epoch")
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        raise CheckpointError(
+            f"{path}: its epoch is {epoch!r}, not a whole number 0 or more; the file was edited "
+            "after save_checkpoint wrote it. Save it again with save_checkpoint(..., epoch=3)."
+        )
+    if not isinstance(payload.get("model"), dict):
+        raise CheckpointError(
+            f"{path} holds no model weights; the file was edited after save_checkpoint wrote it. "
+            "Save it again with save_checkpoint."
+        )
 
 
 def _read(path: Path, map_location: Any) -> dict[str, Any]:
@@ -403,6 +421,7 @@ def _read(path: Path, map_location: Any) -> dict[str, Any]:
             "or use an earlier checkpoint."
         ) from error
     if isinstance(payload, dict) and payload.get("format") == FORMAT:
+        _check_payload(payload, path)
         return payload
     if isinstance(payload, dict) and all(isinstance(v, torch.Tensor) for v in payload.values()):
         raise CheckpointError(

@@ -20,6 +20,7 @@ from helpers.standin import CIFAR10_CLASSES, STAND_IN_VERSION, SyntheticCIFAR10
 __all__ = ["CIFAR10_CLASSES", "STAND_IN_VERSION", "data_dir", "load_cifar10", "loader_workers"]
 
 _SOURCES = ("auto", "cifar10", "synthetic")
+_SPLIT_SIZES = {"train": 50_000, "test": 10_000}  # CIFAR-10's, and the stand-in's
 
 
 def data_dir() -> Path:
@@ -66,6 +67,13 @@ def load_cifar10(train, transform=None, *, size=None, source=None) -> Dataset:
     train = _args.boolean(train, "train", "load_cifar10")
     transform = _args.transform(transform, "load_cifar10")
     size = _args.integer(size, "size", "load_cifar10", minimum=1, allow_none=True)
+    split = "train" if train else "test"
+    images = _SPLIT_SIZES[split]
+    if size is not None and size > images:
+        raise ValueError(
+            f"load_cifar10: size={size:_} is more than the {images:_} images of the {split} set; "
+            f"give size={images:_} or less, or size=None for all of them."
+        )
     source = _check_source(source)
     reason = "the environment variable COURSE_DATA=synthetic asks for it"
     if source != "synthetic":
@@ -82,7 +90,6 @@ def load_cifar10(train, transform=None, *, size=None, source=None) -> Dataset:
                 "COURSE_DATA=auto for the stand-in."
             )
     dataset = SyntheticCIFAR10(train, transform, size=size)
-    split = "train" if train else "test"
     print(
         f"Dataset: synthetic CIFAR-10 stand-in ({split}, {len(dataset):,} images), "
         f"because {reason}."

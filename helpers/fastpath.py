@@ -49,6 +49,11 @@ def dataset_tensors(dataset, device="cpu", *, memory_format=torch.contiguous_for
             f"dataset_tensors needs a dataset with .data and .targets; got {dataset!r:.40}."
         )
     device = as_device(device, caller="dataset_tensors", check_available=True)
+    if not isinstance(memory_format, torch.memory_format):
+        raise TypeError(
+            f"dataset_tensors: memory_format is {memory_format!r}; give a torch.memory_format, "
+            "e.g. memory_format=torch.channels_last."
+        )
     data = torch.as_tensor(dataset.data)
     if data.dtype != torch.uint8 or data.dim() != 4 or data.shape[-1] != 3:
         raise ValueError(
@@ -214,7 +219,10 @@ def choose_precision(device: torch.device | str) -> Precision:
 def grad_scaler(device: torch.device | str, **kwargs: Any) -> torch.amp.GradScaler:
     """``torch.amp.GradScaler`` for ``device``'s type (``kwargs`` go to it), for
     ``fast_path_epoch(scaler=...)``."""
-    return torch.amp.GradScaler(as_device(device, caller="grad_scaler").type, **kwargs)
+    device = as_device(device, caller="grad_scaler")
+    if "enabled" in kwargs:
+        _args.boolean(kwargs["enabled"], "enabled", "grad_scaler")
+    return torch.amp.GradScaler(device.type, **kwargs)
 
 
 class EpochStats(NamedTuple):
@@ -310,9 +318,18 @@ def _epoch_stats(model, scaler, sums: list[torch.Tensor], samples: int) -> Epoch
     return EpochStats(loss_sum / samples, right_sum / samples, samples, int(nonfinite), scale)
 
 
+_FAST_PATH_OPTIONS = ("scaler", "loss_step")  # fast_path_epoch's keyword-only arguments
+
+
 def timed_epoch(model, loader, optimizer, device, **options) -> tuple[float, EpochStats]:
     """Images per second of one ``fast_path_epoch`` (``options`` go to it) after 2 batches not
     timed; and its stats."""
+    unknown = sorted(set(options) - set(_FAST_PATH_OPTIONS))
+    if unknown:
+        raise TypeError(
+            f"timed_epoch: fast_path_epoch takes no option {unknown[0]!r}; its options are "
+            f"{', '.join(_FAST_PATH_OPTIONS)}."
+        )
     fast_path_epoch(model, list(itertools.islice(loader, 2)), optimizer, device, **options)
     with Stopwatch(device) as watch:
         stats = fast_path_epoch(model, loader, optimizer, device, **options)

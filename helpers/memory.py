@@ -5,6 +5,7 @@ from collections.abc import Iterable
 from types import SimpleNamespace
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
 from helpers import _args
@@ -30,6 +31,11 @@ def tensor_bytes(tensors) -> int:
         )
     if isinstance(tensors, torch.Tensor):
         raise TypeError("tensor_bytes counts a list of tensors: give [tensor].")
+    if isinstance(tensors, np.ndarray):
+        raise TypeError(
+            "tensor_bytes counts tensors, not a NumPy array: give [torch.from_numpy(array)], or "
+            "read array.nbytes."
+        )
     tensors = list(tensors)
     kinds = [type(t).__name__ for t in tensors if not isinstance(t, torch.Tensor)]
     if kinds:

@@ -84,12 +84,17 @@ def time_calls(
 def images_per_second(images: int, seconds: float) -> float:
     """Throughput, ``images / seconds``. A time of zero or less (a clock read too early) is
     refused."""
-    for name, value in (("images", images), ("seconds", seconds)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise TypeError(
-                f"images_per_second: {name} is a number, not {_args.shown(value)}; "
-                "call it as images_per_second(len(dataset), watch.seconds)."
-            )
+    call = "call it as images_per_second(len(dataset), watch.seconds)"
+    if isinstance(images, bool) or not isinstance(images, numbers.Integral):
+        raise TypeError(
+            f"images_per_second: images is a count, a whole number, not {_args.shown(images)}; "
+            f"{call}."
+        )
+    if images < 0:
+        raise ValueError(f"images_per_second: images is a count, 0 or more, not {images}; {call}.")
+    if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real):
+        shown = _args.shown(seconds)
+        raise TypeError(f"images_per_second: seconds is a number, not {shown}; {call}.")
     if not seconds > 0:  # NaN too
         raise ValueError(
             f"images_per_second: {images} images in {seconds} s: a clock read too early; "

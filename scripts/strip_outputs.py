@@ -17,7 +17,7 @@ and the folding of a cell's code or outputs, ``jupyter.source_hidden`` and ``out
 what a run adds to the notebook's (widget state, a signature, the kernel's ``language_info`` beyond
 its name). Kept: every source, cell id, tag (``nbval-skip``, ``raises-exception``) and other
 metadata. Folding is a view a student changes with a click; the cells the course folds, the
-Colab setup cell (``scripts/colab_cells.py``) and the proof cells (tagged ``proof``: what proves a
+Colab setup cell (``scripts/colab_cells.py``, also kept a Colab form) and the proof cells (tagged ``proof``: what proves a
 lesson right, apart from what it teaches), are stored folded whatever the student's view was.
 The notebook is written as Jupyter writes one (keys sorted, one-space indent, UTF-8, a final
 newline), so a notebook committed through the filter reads back byte for byte after a run.
@@ -38,8 +38,9 @@ from pathlib import Path
 RUN_CELL_METADATA = ("execution", "ExecuteTime", "collapsed", "scrolled", "trusted")
 VIEW_METADATA = ("source_hidden", "outputs_hidden")  # under "jupyter": a cell folded in the lab
 # The cells stored with their code folded, whatever a student unfolded: the id scripts/colab_cells.py
-# gives the Colab setup cell, and the metadata it writes there (SETUP_ID, SETUP_METADATA).
-FOLDED = {"colab-setup": {"source_hidden": True}}
+# gives the Colab setup cell, and the metadata it writes there (SETUP_ID, SETUP_METADATA): a form
+# in Colab (cellView), folded in JupyterLab (jupyter.source_hidden).
+FOLDED = {"colab-setup": {"cellView": "form", "jupyter": {"source_hidden": True}}}
 PROOF_TAG = "proof"  # a proof cell: stored folded, as FOLDED's cells are
 # Notebook metadata that records a run.
 RUN_NOTEBOOK_METADATA = ("widgets", "signature", "orig_nbformat", "orig_nbformat_minor")
@@ -68,7 +69,9 @@ def strip(notebook: dict) -> dict:
             if not view:
                 del metadata["jupyter"]
         if cell.get("id") in FOLDED:
-            metadata.setdefault("jupyter", {}).update(FOLDED[cell["id"]])
+            folded = FOLDED[cell["id"]]
+            metadata["cellView"] = folded["cellView"]
+            metadata.setdefault("jupyter", {}).update(folded["jupyter"])
         if PROOF_TAG in metadata.get("tags", []):
             metadata.setdefault("jupyter", {})["source_hidden"] = True
     metadata = notebook.get("metadata", {})

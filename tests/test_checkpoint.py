@@ -235,7 +235,16 @@ NOT_CHECKPOINTS = {
     "binary.pt": lambda p: p.write_bytes(bytes(range(256))),
     "folder": _write_folder,
     "missing.pt": lambda p: None,
+    "string_epoch.pt": lambda p: _edited(p, epoch="3"),
+    "no_weights.pt": lambda p: _edited(p, model=None),
+    "notes.txt/c.pt": lambda p: p.parent.write_text("notes"),
 }
+
+
+def _edited(path, **changes):
+    """A file of save_checkpoint whose entries were changed by hand."""
+    payload = torch.load(path.parent / "epoch_1.pt", weights_only=True)
+    torch.save(payload | changes, path)
 
 
 @pytest.mark.parametrize(
@@ -254,6 +263,9 @@ NOT_CHECKPOINTS = {
         ("binary.pt", "not a file of torch.save"),
         ("folder", "is a folder, not a checkpoint file. Checkpoints in .*folder: inside.pt"),
         ("missing.pt", r"missing.pt does not exist. Checkpoints in .*: epoch_1.pt"),
+        ("string_epoch.pt", r"epoch is '3'.*save_checkpoint\("),
+        ("no_weights.pt", "no model weights.*save_checkpoint"),
+        ("notes.txt/c.pt", "notes.txt is a file, not a folder"),
     ],
 )
 def test_what_is_not_a_checkpoint_is_refused_saying_what_it_is(tmp_path, name, words):

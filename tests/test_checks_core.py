@@ -55,6 +55,8 @@ def test_expect_fails_when_the_message_lacks_every_fragment():
 def test_expect_refuses_a_non_exception():
     with pytest.raises(TypeError, match="exception class"):
         expect("ValueError")
+    with pytest.raises(TypeError, match="'3'"):
+        expect(ValueError, 3)
 
 
 def test_fail_and_correct(capsys):

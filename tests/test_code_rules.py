@@ -16,10 +16,7 @@ DATA_TABLES = {"benchmarks/calibrate_data.py": ["NOTEBOOKS"]}
 # Until their owners rewrite them (issue 40): files that break these rules. Remove a file when it
 # passes; none may be added.
 PENDING = {
-    "helpers/course.py",
-    "scripts/colab_cells.py",
     "tests/conftest.py",
-    "tests/test_colab.py",
     "tests/test_git_filter.py",
 }
 

@@ -68,6 +68,8 @@ def test_real_cifar10_on_disk_is_used(tmp_path, monkeypatch):
         ({"transform": transforms.ToTensor}, TypeError, r"ToTensor\(\)"),
         ({"source": "imagenet"}, ValueError, "'imagenet'.*'synthetic'"),
         ({"source": "SYNTHETIC"}, ValueError, "'SYNTHETIC'.*'synthetic'"),
+        ({"size": 50_001}, ValueError, "size=50_001.*size=50_000"),
+        ({"train": False, "size": 10_001}, ValueError, "size=10_001.*size=10_000"),
     ],
 )
 def test_load_cifar10_names_the_wrong_argument(kwargs, error, words):

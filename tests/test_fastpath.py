@@ -10,7 +10,14 @@ from torch.utils.data import DataLoader, TensorDataset
 from torchvision import transforms
 
 from helpers import fastpath
-from helpers.fastpath import Autocast, DeviceLoader, dataset_tensors, fast_path_epoch, grad_scaler
+from helpers.fastpath import (
+    Autocast,
+    DeviceLoader,
+    dataset_tensors,
+    fast_path_epoch,
+    grad_scaler,
+    timed_epoch,
+)
 
 
 def _same_batches(a, b):
@@ -120,6 +127,15 @@ SGD_ELSEWHERE = torch.optim.SGD(nn.Linear(4, 2).parameters(), lr=0.1)
         (dataset_tensors, (_Images([0, 1], n=3),), {}, ValueError, "3 images but"),
         (dataset_tensors, (_Images([0, 1]), "gpu"), {}, ValueError, "cuda"),
         (dataset_tensors, (_Images([0, 1]), "CPU"), {}, ValueError, "lower case: 'cpu'"),
+        (
+            dataset_tensors,
+            (_Images([0, 1]),),
+            {"memory_format": "channels_last"},
+            TypeError,
+            "'channels_last'.*torch.channels_last",
+        ),
+        (grad_scaler, ("cpu",), {"enabled": "yes"}, TypeError, "enabled .*'yes'"),
+        (timed_epoch, (L, [], SGD_L, "cpu"), {"compiled": True}, TypeError, "'compiled'.*scaler"),
         (fast_path_epoch, (L, [], SGD_ELSEWHERE, "cpu"), {}, ValueError, "another model"),
         (fast_path_epoch, (L, [], "sgd", "cpu"), {}, TypeError, "optimizer is 'sgd'"),
         (fast_path_epoch, (L, [], SGD_L, "cpu"), {"scaler": 1.0}, TypeError, "grad_scaler"),

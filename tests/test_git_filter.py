@@ -190,6 +190,32 @@ def test_make_setup_tells_git_to_strip_notebooks(course):
     assert (course / ".git" / "config").read_bytes() == before  # run again, it writes nothing
 
 
+def test_the_filter_names_no_interpreter_path_so_a_python_upgrade_keeps_git_add_working(
+    course, tmp_path
+):
+    clean = _git("config", "--get", f"filter.{FILTER}.clean", cwd=course).stdout.split()
+    assert clean[0] in {"python3", Path(sys.executable).name} and "/" not in clean[0], clean
+    # After an upgrade: the Python that ran `make setup` is gone, python3 is another interpreter.
+    (tmp_path / "bin").mkdir()
+    base = Path(getattr(sys, "_base_executable", sys.executable)).resolve()
+    (tmp_path / "bin" / clean[0]).symlink_to(base)
+    git_dir = Path(shutil.which("git")).parent
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{git_dir}"}
+    path = course / "notebooks" / "scratch.ipynb"  # a run notebook, under the filter
+    notebook = json.loads((course / LESSON).read_text(encoding="utf-8"))
+    code = next(cell for cell in notebook["cells"] if cell["cell_type"] == "code")
+    code["outputs"] = [{"name": "stdout", "output_type": "stream", "text": ["ran\n"]}]
+    path.write_text(json.dumps(notebook), encoding="utf-8")
+    try:
+        added = subprocess.run(["git", "add", str(path)], cwd=course, env=env, capture_output=True)
+        assert added.returncode == 0, added.stderr
+        staged = json.loads(_git("show", ":notebooks/scratch.ipynb", cwd=course).stdout)
+        assert all(not cell.get("outputs") for cell in staged["cells"])
+    finally:
+        _git("rm", "-q", "--cached", "--ignore-unmatch", "notebooks/scratch.ipynb", cwd=course)
+        path.unlink()
+
+
 def test_make_git_filter_outside_a_clone_does_nothing(tmp_path):
     shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
     env = {

@@ -1,5 +1,6 @@
 """helpers.memory: byte counts of real tensors, and the batch-size search."""
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -48,6 +49,7 @@ def test_state_bytes_before_and_after_a_step(make_optimizer, copies):
         ),
         (lambda m, o: tensor_bytes([[1.0, 2.0]]), TypeError, "counts tensors"),
         (lambda m, o: tensor_bytes(m), TypeError, r"model\.parameters\(\)"),
+        (lambda m, o: tensor_bytes(np.zeros(3)), TypeError, "torch.from_numpy"),
         (lambda m, o: tensor_bytes(m.state_dict()), TypeError, r"\.values\(\)"),
         (lambda m, o: tensor_bytes(m.weight), TypeError, r"\[tensor\]"),
         (lambda m, o: tensor_bytes([m.weight, None]), TypeError, "NoneType"),

@@ -42,11 +42,12 @@ def check(course, *args, facts="", env=None):
     )
 
 
-def make(course, *args, facts=""):
-    cmd = ["make", "--no-print-directory", *args, f"PYTHON={sys.executable}"]
-    return subprocess.run(
-        cmd, cwd=course, env=environ(facts), capture_output=True, text=True, timeout=120
-    )
+def make(course, *args, facts="", env=None):
+    """make, with PYTHON on its command line unless ``env`` names one."""
+    env = env or environ(facts)
+    cmd = ["make", "--no-print-directory", *args]
+    cmd += [] if "PYTHON" in env else [f"PYTHON={sys.executable}"]
+    return subprocess.run(cmd, cwd=course, env=env, capture_output=True, text=True, timeout=120)
 
 
 def sentences(stderr):
@@ -60,12 +61,37 @@ def pip_works(venv):
 
 
 @pytest.mark.parametrize("target", ["lab", "test"])
-def test_old_python_stops_with_one_sentence_before_anything(course, target):
-    result = make(course, target, facts="python=3.10.12")
+@pytest.mark.parametrize(
+    "facts, names",
+    [
+        ("python=3.10.12", ["3.11"]),
+        ("system=Linux machine=x86_64 libc=musl", ["musl"]),
+        ("system=Linux machine=x86_64 libc=glibc-2.17", ["2.17", "2.28"]),
+    ],
+)
+def test_a_platform_that_cannot_install_stops_with_one_sentence_before_anything(
+    course, target, facts, names
+):
+    result = make(course, target, facts=facts)
     assert result.returncode != 0
     said = sentences(result.stderr)
-    assert len(said) == 1 and "3.11" in said[0], result.stderr
+    assert len(said) == 1 and all(name in said[0] for name in names), result.stderr
     assert "pip" not in result.stdout and not (course / ".venv").exists()
+
+
+@pytest.mark.parametrize("origin", ["environment", "command line", "picker"])
+def test_an_old_python_is_blamed_on_where_it_came_from(course, origin):
+    env = environ("python=3.10.12")
+    if origin == "environment":  # `export PYTHON=...` in the shell
+        env["PYTHON"] = sys.executable
+    result = make(course, "setup", env=env) if origin != "picker" else None
+    if origin == "picker":  # the Makefile's own choice, run as make runs it
+        command = [sys.executable, "scripts/check_platform.py", "--python-from", "file"]
+        result = subprocess.run(command, cwd=course, env=env, capture_output=True, text=True)
+    (said,) = sentences(result.stderr)
+    assert result.returncode != 0 and sys.executable in said, said
+    assert ("unset PYTHON" in said) == (origin == "environment"), said
+    assert ("PYTHON=" in said) == (origin == "command line"), said
 
 
 @pytest.mark.parametrize(
@@ -81,6 +107,8 @@ def test_old_python_stops_with_one_sentence_before_anything(course, target):
         ("system=Darwin machine=x86_64 macos=14.5", ["Apple silicon"]),
         ("system=Darwin machine=arm64 macos=13.6.1", ["macOS 14"]),
         ("system=Darwin machine=arm64 macos=14.5 python=3.9.6", ["3.11"]),
+        ("system=Linux machine=aarch64 libc=musl", ["musl"]),
+        ("system=Linux machine=x86_64 libc=glibc-2.27", ["2.27", "2.28"]),
     ],
 )
 def test_platforms_that_cannot_install_say_what_to_do(course, facts, names):
@@ -91,7 +119,13 @@ def test_platforms_that_cannot_install_say_what_to_do(course, facts, names):
 
 
 @pytest.mark.parametrize(
-    "facts", ["system=Darwin machine=arm64 macos=14.0 python=3.11.9", "system=Linux python=3.13.1"]
+    "facts",
+    [
+        "system=Darwin machine=arm64 macos=14.0 python=3.11.9",
+        "system=Linux python=3.13.1 libc=glibc-2.28",
+        "system=Linux python=3.11.2 libc=",  # a libc it cannot name: pip decides
+        "system=Linux python=3.11.2 libc=glibc-",  # glibc of unknown version
+    ],
 )
 def test_platforms_that_can_install_pass(course, facts):
     result = check(course, facts=facts)
@@ -151,24 +185,110 @@ def test_missing_venv_module_names_the_package(course, tmp_path):
         assert "python{}.{}-venv".format(*sys.version_info[:2]) in sentences(result.stderr)[-1]
 
 
-@pytest.mark.parametrize(
-    "gpu, warned",
-    [
-        ("Tesla V100-SXM2-16GB, 535.104.05, 7.0", True),  # Volta: CUDA 13 dropped it
-        ("NVIDIA GeForce RTX 3060, 550.120, 8.6", True),  # a driver older than R580
-        ("NVIDIA H100 80GB HBM3, 580.65.06, 9.0", False),
-    ],
-)
-def test_a_gpu_the_pinned_torch_cannot_use_is_named_and_other_files_are_kept(
-    course, tmp_path, gpu, warned
-):
+def test_a_uv_venv_gets_pip_and_is_kept(course):
+    """`uv venv` makes an environment without pip, with its version in pyvenv.cfg."""
+    venv = course / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    with open(venv / "pyvenv.cfg", "a") as config:
+        config.write("uv = 0.9.5\n")
+    (venv / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
+    (venv / "lib" / "kept").write_text("")
+    result = check(course, "--venv", ".venv")
+    assert result.returncode == 0 and pip_works(venv), result.stderr
+    assert (venv / "lib" / "kept").exists() and (venv / "CACHEDIR.TAG").exists()  # not rebuilt
+
+
+def fake_nvidia_smi(tmp_path, gpu):
+    """PATH with an nvidia-smi that lists ``gpu`` ("name, driver, compute capability")."""
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "nvidia-smi").write_text(f"#!/bin/sh\necho '{gpu}'\n")
     (tmp_path / "bin" / "nvidia-smi").chmod(0o755)
+    return f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"
+
+
+LEGACY = "TORCH=2.8.0 TORCHVISION=0.23.0 TORCH_INDEX=https://download.pytorch.org/whl/cu126"
+
+
+@pytest.mark.parametrize(
+    "gpu, route",
+    [
+        ("Tesla V100-SXM2-16GB, 535.104.05, 7.0", LEGACY),  # Volta: CUDA 13 dropped it
+        ("Tesla P100-PCIE-16GB, 535.104.05, 6.0", LEGACY),  # Pascal
+        ("NVIDIA GeForce GTX 1080, 550.120, 6.1", LEGACY),
+        ("NVIDIA GeForce RTX 3060, 550.120, 8.6", LEGACY),  # a driver older than R580
+        ("NVIDIA GeForce RTX 3060, 470.256.02, 8.6", "driver"),  # too old even for CUDA 12.6
+        ("Tesla K80, 470.256.02, 3.7", "CPU=1"),  # Kepler: no torch for it
+    ],
+)
+def test_a_gpu_the_pinned_torch_cannot_use_stops_with_the_route_that_works(
+    course, tmp_path, gpu, route
+):
+    env = environ("system=Linux machine=x86_64", PATH=fake_nvidia_smi(tmp_path, gpu))
+    result = make(course, "lab", env=env | {"PYTHON": sys.executable})
+    said = sentences(result.stderr)
+    assert result.returncode != 0 and len(said) == 1, result.stderr
+    assert gpu.split(",")[0] in said[0] and route in said[0] and "IGNORE_GPU=1" in said[0], said
+    assert "pip" not in result.stdout and not (course / ".venv").exists()  # before any download
+
+    # The student says which: the route's torch, the CPU, or the pinned torch anyway.
+    (course / "mine").mkdir()
+    (course / "mine" / "notes.txt").write_text("not an environment")  # stops the check after
+    for choice in (["--torch", "2.8.0"], ["--torch-index", "cpu-index"], ["--ignore-gpu", "1"]):
+        result = check(course, "--venv", "mine", *choice, env=env)
+        said = sentences(result.stderr)
+        assert "holds other files" in said[-1], (choice, said)  # went on to the environment
+        assert ("IGNORE_GPU" in said[0]) == (choice[0] == "--ignore-gpu"), (choice, said)
+
+
+def test_a_gpu_the_pinned_torch_can_use_goes_on(course, tmp_path):
+    gpu = "NVIDIA H100 80GB HBM3, 580.65.06, 9.0"
+    env = environ("system=Linux machine=x86_64", PATH=fake_nvidia_smi(tmp_path, gpu))
     (course / "mine").mkdir()
     (course / "mine" / "notes.txt").write_text("not an environment")
-    env = environ("system=Linux", PATH=f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    result = check(course, "--venv", "mine", env=env)
+    (said,) = sentences(result.stderr)
+    assert result.returncode == 1 and "holds other files" in said, said  # the GPU passed
+    assert (course / "mine" / "notes.txt").read_text() == "not an environment"
+
+
+def test_without_an_nvidia_gpu_the_cpu_route_is_named_before_the_download(course, tmp_path):
+    (tmp_path / "bin").mkdir()  # a PATH without nvidia-smi
+    for tool in ("sh", "make", "grep", "sed", "git", "cat", "test"):
+        if shutil.which(tool):
+            os.symlink(shutil.which(tool), tmp_path / "bin" / tool)
+    env = environ("system=Linux machine=x86_64", PATH=str(tmp_path / "bin"))
+    (course / "mine").mkdir()
     result = check(course, "--venv", "mine", env=env)
     said = sentences(result.stderr)
-    assert result.returncode == 1 and ("R580" in said[0] and gpu.split(",")[0] in said[0]) == warned
-    assert (course / "mine" / "notes.txt").read_text() == "not an environment"
+    assert "make lab CPU=1" in said[0] and "https://download.pytorch.org/whl/cpu" in said[0], said
+
+    dry = make(course, "-n", "setup", "CPU=1")  # what `make lab CPU=1` runs, in order
+    lines = dry.stdout.replace("\\\n", " ").splitlines()
+    checked = next(i for i, line in enumerate(lines) if "check_platform.py" in line)
+    pins = [line for line in (ROOT / "requirements.txt").read_text().splitlines()]
+    pins = [line for line in pins if line.startswith(("torch==", "torchvision=="))]
+    cpu = " ".join(["--index-url https://download.pytorch.org/whl/cpu", *pins])
+    first = next(i for i, line in enumerate(lines) if "pip install" in line)
+    assert checked < first and lines[first].endswith(cpu), lines
+    assert "--torch-index" in lines[checked] and "whl/cpu" in lines[checked]
+    assert "-r requirements.txt" in lines[first + 1], lines  # the rest, as pinned, from PyPI
+
+
+def test_make_lab_with_another_torch_installs_it_in_its_own_environment(course):
+    dry = make(course, "-n", "setup", "TORCH=2.8.0", "TORCHVISION=0.23.0", f"TORCH_INDEX={'x'}")
+    lines = dry.stdout.splitlines()
+    installs = [line for line in lines if "pip install" in line]
+    assert installs[0].endswith("--index-url x torch==2.8.0 torchvision==0.23.0"), installs
+    assert ".venv-torch-2.8.0/bin/python" in installs[1]
+    assert "-r .venv-torch-2.8.0/requirements.txt" in installs[1]
+    (course / ".venv-torch-2.8.0").mkdir()
+    written = make(
+        course, ".venv-torch-2.8.0/requirements.txt", "TORCH=2.8.0", "TORCHVISION=0.23.0"
+    )
+    assert written.returncode == 0, written.stderr
+    pinned = (course / "requirements.txt").read_text().splitlines()
+    chosen = (course / ".venv-torch-2.8.0" / "requirements.txt").read_text().splitlines()
+    changed = {(a, b) for a, b in zip(pinned, chosen, strict=True) if a != b}
+    assert {b for _, b in changed} == {"torch==2.8.0", "torchvision==0.23.0"}, changed
+    missing = make(course, "setup", "TORCH=2.8.0")  # torchvision not named
+    assert missing.returncode != 0 and "TORCHVISION=" in sentences(missing.stderr)[0]

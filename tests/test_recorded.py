@@ -105,10 +105,15 @@ def test_each_marked_cell_shows_its_recording_only_while_it_is_as_recorded(capsy
 
 
 def _fake_run(tmp_path, name, date, edit=None, **run):
-    """A copy of a recorded run's 00 notebook in tmp_path/name, dated `date`, one cell edited."""
+    """A copy of a recorded run's 00 notebook in tmp_path/name, dated `date`, with cells 00-04 and
+    00-06 as they are today (whatever the lesson's later edits), and the cell `edit` edited."""
     notebook = json.loads(RECORDED_00.read_text())
     notebook["metadata"]["gpu_run"].update(date=date, **run)
+    today = json.loads((ROOT / "notebooks" / RECORDED_00.name).read_text())
+    today_sources = {cell.get("id"): cell["source"] for cell in today["cells"]}
     for cell in notebook["cells"]:
+        if cell.get("id") in ("00-04", "00-06"):
+            cell["source"] = today_sources[cell["id"]]  # recorded as the cells are today
         if cell.get("id") == edit:
             cell["source"] = ["x = 1  # another version of the cell\n"]
     (tmp_path / name / "notebooks").mkdir(parents=True)

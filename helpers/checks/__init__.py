@@ -120,6 +120,12 @@ class expect:  # noqa: N801
     ) -> None:
         if not (isinstance(error_type, type) and issubclass(error_type, BaseException)):
             raise TypeError(f"expect() takes an exception class first, got {error_type!r}")
+        not_text = [fragment for fragment in fragments if not isinstance(fragment, str)]
+        if not_text:
+            raise TypeError(
+                f"expect() takes fragments of the message as strings, got {not_text[0]!r}: "
+                f"write it in quotes, {str(not_text[0])!r}."
+            )
         self.error_type = error_type
         self.fragments = fragments
         self.label = label

@@ -86,7 +86,8 @@ def _by_position(found: list[ast.AST], code: types.CodeType) -> ast.AST | None:
 
 
 def _constant_lambda(found: list[ast.AST], code: types.CodeType) -> ast.AST | None:
-    """Python 3.12 gives no position to a lambda that returns a constant: match the constant."""
+    """A lambda that returns a constant has no position in early 3.12 releases (CPython issue
+    120722; 3.11 and 3.13 give one): match the constant instead."""
     constants = [c for c in code.co_consts if c is not None] or [None]
     for node in found:
         body = getattr(node, "body", None)
