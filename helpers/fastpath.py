@@ -213,7 +213,13 @@ def choose_precision(device: torch.device | str) -> Precision:
     if device.type == "cuda" and torch.cuda.is_available():
         why = "this GPU has no native bf16"
         return Precision("fp16 autocast + GradScaler", torch.float16, True, why)
-    return Precision("float32", None, False, f"this {device.type} has no native bf16: float32")
+    if device.type == "cpu":
+        why = "this CPU reports none of AVX512-BF16, AMX or Arm's BF16"
+    elif device.type == "cuda":
+        why = "no CUDA GPU here"
+    else:
+        why = f"bf16 on {device.type} has not been measured to pay"
+    return Precision("float32", None, False, f"{why}: float32")
 
 
 def grad_scaler(device: torch.device | str, **kwargs: Any) -> torch.amp.GradScaler:
