@@ -1,8 +1,7 @@
-"""Write the Colab (and Kaggle) links and setup cells, and cut a release that updates them all.
+"""Write the Colab (and Kaggle) links and setup cells of the notebooks and the README.
 
     python scripts/colab_cells.py notebooks/*.ipynb README.md          # update cells and links
     python scripts/colab_cells.py --check notebooks/*.ipynb README.md  # exit 1, list stale files
-    python scripts/colab_cells.py --release 0.2.0                      # what `make release` runs
 
 The repository and the release tag come from ``helpers/course.py``, the one place that names them;
 the torch and torchvision floors that the setup cell checks come from ``pyproject.toml``.
@@ -17,11 +16,8 @@ metadata stay as they are, and running the tool twice changes nothing: a noteboo
 and metadata are already current is not rewritten. In a markdown file (the README) only the
 targets of the Colab and Kaggle links of the notebooks change.
 
-``--release X.Y.Z`` refuses a malformed version, a tree with uncommitted changes and an existing
-tag; otherwise it sets the version in ``pyproject.toml`` and ``helpers/course.py``, rewrites every
-notebook's cells and the README's links for the tag ``vX.Y.Z``, and prints the git commands that
-commit, tag and publish it. It runs no git command that changes anything: the release commit is
-made after a look at ``git diff``.
+`make release` (``scripts/release.py``, standard library only) rewrites the same two cells and
+the links for a new tag; ``tests/test_release.py`` checks that this tool then finds them current.
 """
 
 from __future__ import annotations
@@ -30,14 +26,13 @@ import argparse
 import copy
 import json
 import re
-import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
 try:
     import nbformat
-except ImportError:  # e.g. `make release` in a clone without .venv, on the system's python3
+except ImportError:  # e.g. in a clone without .venv, on the system's python3
     raise SystemExit(
         f"{sys.executable} has no nbformat: run `make setup` first, which makes .venv"
     ) from None
@@ -73,7 +68,6 @@ _OLD_SETUP_MARKS = (  # cells written by earlier versions
     "# Colab only: install the course's helpers",
     "# Colab and Kaggle only: install the helpers",
 )
-_VERSION = re.compile(r"\d+\.\d+\.\d+")
 _GITHUB = re.compile(r"https://github\.com/([\w.-]+)/([\w.-]+?)(?:\.git)?/?")
 _BLOB = r"[\w.-]+/[\w.-]+/blob/[^/\s)]+/notebooks/([\w.-]+\.ipynb)"  # OWNER/NAME/blob/REF/.../FILE
 _KAGGLE_OPENS = r"https://(?:www\.)?kaggle\.com/kernels/welcome\?src=https://github\.com/"
@@ -161,8 +155,8 @@ if on_colab or on_kaggle:
             if on_kaggle:
                 how = "turn on Settings > Internet (Kaggle allows it to phone-verified accounts)"
             raise RuntimeError(
-                f"This runtime has no internet to fetch {{repository}}: {{how}}, then run this cell "
-                "again."
+                f"This runtime has no internet to fetch {{repository}}: {{how}}, "
+                "then run this cell again."
             )
         if listed.returncode != 0:
             raise RuntimeError(
@@ -320,63 +314,6 @@ def _update(path: Path, check: bool, tag: str) -> bool:
     return True
 
 
-def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
-
-
-def _with_value(path: Path, pattern: str, value: str) -> str:
-    """The text of ``path`` with the quoted value of the one line that ``pattern`` (group 1: up to the
-    quote) matches set to ``value``."""
-    text = path.read_text(encoding="utf-8")
-    updated, count = re.subn(
-        pattern + r'"[^"]*"', lambda m: f'{m.group(1)}"{value}"', text, flags=re.M
-    )
-    if count != 1:
-        raise SystemExit(f"{path}: found {count} lines matching {pattern!r} where one was expected")
-    return updated
-
-
-def release(version: str, root: Path = ROOT) -> int:
-    """Set the version everywhere and rewrite every cell and link for its tag; print the git commands.
-
-    ``root``: the clone to release (this one by default)."""
-    if not _VERSION.fullmatch(version):
-        raise SystemExit(
-            f"{version!r} is not a release version: give three numbers without a v, "
-            "e.g. make release VERSION=0.2.0"
-        )
-    tag = f"v{version}"
-    status = _git(root, "status", "--porcelain", "--untracked-files=no")
-    if status.returncode != 0:
-        raise SystemExit(
-            f"{root} is not a git clone ({status.stderr.strip()}): release from a clone of the course"
-        )
-    if status.stdout.strip():
-        raise SystemExit(
-            "The working tree has uncommitted changes (see git status): commit or stash them first, "
-            "so that the release commit holds the release alone."
-        )
-    if _git(root, "rev-parse", "--quiet", "--verify", f"refs/tags/{tag}").returncode == 0:
-        raise SystemExit(f"The tag {tag} exists already: release a higher version than {version}.")
-    versions = {  # both read before either is written
-        path: _with_value(path, pattern, version)
-        for path, pattern in (
-            (root / "pyproject.toml", r"^(version = )"),
-            (root / "helpers" / "course.py", r"^(VERSION = )"),
-        )
-    }
-    for path, text in versions.items():
-        path.write_text(text, encoding="utf-8")
-    files = [*sorted((root / "notebooks").glob("*.ipynb")), root / "README.md"]
-    changed = [path.relative_to(root).as_posix() for path in files if _update(path, False, tag)]
-    print(f"Release {tag} written: pyproject.toml, helpers/course.py, " + ", ".join(changed) + ".")
-    print("Look at `git diff`, then commit, tag and publish it (the setup cells fetch the tag):")
-    print(f'  git commit -am "Release {tag}"')
-    print(f"  git tag {tag}")
-    print(f"  git push origin HEAD {tag}")
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -385,16 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--check", action="store_true", help="change nothing; exit 1 if any is stale"
     )
-    parser.add_argument(
-        "--release", metavar="X.Y.Z", help="cut release vX.Y.Z (see the module's help)"
-    )
     args = parser.parse_args(argv)
-    if args.release is not None:
-        if args.paths or args.check:
-            parser.error(
-                "--release takes no files and no --check: it updates every notebook and README.md"
-            )
-        return release(args.release)
     if not args.paths:
         parser.error("give the files to update, e.g. notebooks/*.ipynb README.md")
 

@@ -1,5 +1,5 @@
-"""Colab and Kaggle: the address and tag, every link and setup cell, scripts/colab_cells.py, make
-release.
+"""Colab and Kaggle: the address and tag, every link and setup cell, scripts/colab_cells.py (make
+release: tests/test_release.py).
 
 The setup cell runs for real, here and with Colab's and Kaggle's variables set: it clones the
 course at its tag from a local repository standing in for GitHub (git's ``insteadOf``), and pip
