@@ -1,6 +1,6 @@
-"""What a classroom meets: figure text a projector can show, what `make lab` starts with, and no pink
-notes from the helpers. The figures' text is checked here in the code that sizes it, and in the browser
-test (tests/figure_fonts.py) over every text matplotlib draws.
+"""What a classroom meets: figure text a projector can show, what `make lab` starts with, and no
+pink notes from the helpers. The figures' text is checked here in the code that sizes it, and in the
+browser test (tests/figure_fonts.py) over every text matplotlib draws.
 """
 
 import json
@@ -38,7 +38,12 @@ def _too_small(code: str) -> list[str]:
 
 
 def test_the_size_check_finds_small_text():
-    code = 'ax.set_title("x", fontsize=8)\nplt.legend(fontsize="small")\nrc = {"font.size": 7}\nfontsize=12'
+    code = (
+        'ax.set_title("x", fontsize=8)\n'
+        'plt.legend(fontsize="small")\n'
+        'rc = {"font.size": 7}\n'
+        "fontsize=12"
+    )
     assert _too_small(code) == ["fontsize=8", 'fontsize="small"', '"font.size": 7']
     assert (
         _too_small("normal(size=(4, 5)); load(size=budget.train_size); bar_label(fontsize=10)")
@@ -56,7 +61,8 @@ def test_figure_text_is_at_least_10_points(path):
 
 
 def test_nbval_fails_a_cell_that_prints_on_stderr_or_draws_text_too_small_to_read(tmp_path):
-    """conftest.py checks under nbval what the browser test checks in JupyterLab, for every notebook."""
+    """conftest.py checks under nbval what the browser test checks in JupyterLab, for every
+    notebook."""
     nbformat = pytest.importorskip("nbformat")
     plot = (
         "import matplotlib.pyplot as plt\n\nfig, ax = plt.subplots(figsize=({}, 2), dpi=100)\n"
@@ -146,8 +152,8 @@ def test_the_lab_asks_nothing_about_news_and_lists_no_run_outputs():
 
 
 def test_importing_the_timing_helpers_logs_nothing(tmp_path):
-    """torch.utils.benchmark logs 'No CUDA runtime is found' where a CUDA toolkit is found but no GPU:
-    pink text atop 06_performance."""
+    """torch.utils.benchmark logs 'No CUDA runtime is found' where a CUDA toolkit is found but no
+    GPU: pink text atop 06_performance."""
     env = {
         **os.environ,
         "CUDA_HOME": str(tmp_path),

@@ -1,7 +1,8 @@
 """`make setup` stops on a platform the course can't install on, and repairs a broken environment.
 
-Real processes (make, scripts/check_platform.py, python -m venv) in a temporary copy of the files they read;
-nothing is downloaded. The platform facts are set through COURSE_PLATFORM_FACTS, a test-only variable.
+Real processes (make, scripts/check_platform.py, python -m venv) in a temporary copy of the files
+they read; nothing is downloaded. The platform facts are set through COURSE_PLATFORM_FACTS, a
+test-only variable.
 """
 
 import os

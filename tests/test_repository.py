@@ -34,8 +34,8 @@ def test_environment_yml_pins_match_requirements():
 
 
 def _what_git_would_commit(path: Path, objects: Path) -> str:
-    """The notebook as `git add` would store it: read through the filters git has for it here (the one
-    that strips outputs, once `make setup` has set it up), written to a scratch object store."""
+    """The notebook as `git add` would store it: read through the filters git has for it here (the
+    one that strips outputs, once `make setup` has set it up), written to a scratch object store."""
     if not HAS_GIT:
         return path.read_text(encoding="utf-8")  # no git: the file is what would be committed
     env = {**os.environ, "GIT_OBJECT_DIRECTORY": str(objects)}
@@ -51,15 +51,17 @@ def _what_git_would_commit(path: Path, objects: Path) -> str:
 
 @pytest.mark.git_refs
 def test_every_notebook_is_stored_stripped_and_as_jupyter_writes_it(tmp_path):
-    """What git would commit, not the file: a lesson run in JupyterLab (autosave) leaves its outputs in
-    the file, and git's filter takes them out. Stored as Jupyter writes it, a run shows no change."""
+    """What git would commit, not the file: a lesson run in JupyterLab (autosave) leaves its outputs
+    in the file, and git's filter takes them out. Stored as Jupyter writes it, a run shows no
+    change."""
     assert len(NOTEBOOKS) >= 3
     for path in NOTEBOOKS:
         text = _what_git_would_commit(path, tmp_path)
         for index, cell in enumerate(json.loads(text)["cells"]):
             assert not cell.get("outputs") and cell.get("execution_count") is None, (
-                f"{path.name}, cell {index}: git would commit its outputs. Run `make setup` once in this "
-                "clone (it sets up the git filter that strips them), or clear them (Kernel > Restart & Clear)"
+                f"{path.name}, cell {index}: git would commit its outputs. Run `make setup` once "
+                "in this clone (it sets up the git filter that strips them), or clear them "
+                "(Kernel > Restart & Clear)"
             )
         assert strip_outputs.clean(text) == text, f"run: python3 scripts/strip_outputs.py {path}"
 
