@@ -39,12 +39,13 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _start_kernel_with(notebook, fonts: Path) -> None:
-    """The notebook's kernel records its figures' text sizes (figure_fonts.py), and its progress bars
-    update once a second: nbval reads a cell's messages when it ends, and past ZeroMQ's queues (about
-    2,000) the rest, the last among them, are dropped. A bar sends about 25 a second."""
+    """The notebook's kernel records its figures' text sizes (figure_fonts.py), and its progress
+    bars update once a second: nbval reads a cell's messages when it ends, and past ZeroMQ's queues
+    (about 2,000) the rest, the last among them, are dropped. A bar sends about 25 a second."""
     if getattr(notebook, "course_fonts", None):
         return
-    notebook.course_fonts, notebook.course_figures_seen = fonts, 0
+    notebook.course_fonts = fonts
+    notebook.course_figures_seen = 0
     start_kernel = notebook.setup
 
     def setup():
@@ -58,21 +59,23 @@ def _start_kernel_with(notebook, fonts: Path) -> None:
 
 
 def _check_as_a_class_sees(cell, fonts: Path) -> None:
-    """After nbval ran ``cell``, what the browser test checks of a run: no stderr (it reads as a failure
-    to a student), no figure text under 10 pt, or under 10 px as JupyterLab shows it at 1280x720."""
+    """After nbval ran ``cell``, what the browser test checks of a run: no stderr (it reads as a
+    failure to a student), no figure text under 10 pt, or under 10 px as JupyterLab shows it at
+    1280x720."""
     run_cell = cell.runtest
 
     def runtest():
         run_cell()
-        if stderr := [
-            o.get("text", "") for o in cell.test_outputs or [] if o.get("name") == "stderr"
-        ]:
+        outputs = cell.test_outputs or []
+        stderr = [output.get("text", "") for output in outputs if output.get("name") == "stderr"]
+        if stderr:
             cell.raise_cell_error(
                 f"the cell prints on stderr, which reads as a failure to a student: {stderr}"
             )
         notebook = cell.parent
         figures = read(fonts, notebook.path.name)
-        new, notebook.course_figures_seen = figures[notebook.course_figures_seen :], len(figures)
+        new = figures[notebook.course_figures_seen :]
+        notebook.course_figures_seen = len(figures)
         problems = too_small(new)
         for px, what in filter(None, map(shown_px, new)):
             if px < MIN_SHOWN_PX:

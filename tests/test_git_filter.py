@@ -1,7 +1,8 @@
-"""The notebook-output filter (scripts/strip_outputs.py), and a lesson run for real in a fresh repository.
+"""The notebook-output filter (scripts/strip_outputs.py), and a lesson run for real in a fresh
+repository.
 
-As a student's JupyterLab autosave would, the last tests save a lesson run in place (with its checkpoints
-and logs); then git has nothing to commit and the repository's own checks pass.
+As a student's JupyterLab autosave would, the last tests save a lesson run in place (with its
+checkpoints and logs); then git has nothing to commit and the repository's own checks pass.
 """
 
 import json
@@ -54,7 +55,8 @@ def _make(*args, cwd, env=None):
 
 
 def _run_notebook():
-    """A notebook as a run leaves it: outputs, counts, timings, the kernel's language_info, view state."""
+    """A notebook as a run leaves it: outputs, counts, timings, the kernel's language_info, view
+    state."""
     view = {
         "jupyter": {"outputs_hidden": True, "source_hidden": True},
         "collapsed": False,
@@ -98,7 +100,8 @@ def test_strip_removes_what_a_run_adds_and_keeps_the_lesson():
     assert first["outputs"] == [] and first["execution_count"] is None
     assert first["metadata"] == {"tags": ["raises-exception"]}  # tags stay: nbval reads them
     assert first["source"] == ["print('hello')\n", "x = 1"]  # as Jupyter stores it
-    # the Colab setup cell stays folded, as scripts/colab_cells.py writes it, whatever the student's view
+    # the Colab setup cell stays folded, as scripts/colab_cells.py writes it, whatever the student's
+    # view
     assert setup["metadata"] == colab_cells.SETUP_METADATA and setup["execution_count"] is None
     assert markdown == {
         "cell_type": "markdown",
@@ -157,7 +160,8 @@ def test_gitattributes_gives_every_lesson_the_filter_and_not_the_recorded_gpu_ru
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
-    """A fresh git repository of this working tree's files (committed), with `make git-filter` run."""
+    """A fresh git repository of this working tree's files (committed), with `make git-filter`
+    run."""
     if needs_git.args[0]:
         pytest.skip(needs_git.kwargs["reason"])
     repo = tmp_path_factory.mktemp("course") / "course"
@@ -228,10 +232,12 @@ def test_make_git_filter_outside_a_clone_does_nothing(tmp_path):
 
 def test_a_notebook_run_or_deleted_checks_out_as_committed(course):
     """git writes a notebook back as it was committed (the filter's smudge side: as stored)."""
-    path, committed = course / LESSON, _git("show", f"HEAD:{LESSON}", cwd=course).stdout
+    path = course / LESSON
+    committed = _git("show", f"HEAD:{LESSON}", cwd=course).stdout
     notebook = nbformat.read(path, as_version=4)
     for cell in (cell for cell in notebook.cells if cell.cell_type == "code"):
-        cell.outputs, cell.execution_count = [nbformat.v4.new_output("stream", text="ran\n")], 1
+        cell.outputs = [nbformat.v4.new_output("stream", text="ran\n")]
+        cell.execution_count = 1
     nbformat.write(notebook, path)
     _git("checkout", "--", LESSON, cwd=course)
     assert path.read_text(encoding="utf-8") == committed
@@ -247,10 +253,8 @@ def lesson_run(course):
 
     path = course / LESSON
     notebook = nbformat.read(path, as_version=4)
-    lesson_cells, notebook.cells = (
-        notebook.cells,
-        [*notebook.cells, nbformat.v4.new_code_cell(WRITES)],
-    )
+    lesson_cells = notebook.cells
+    notebook.cells = [*lesson_cells, nbformat.v4.new_code_cell(WRITES)]
     env = {**os.environ, "PYTHONPATH": str(course), "COURSE_QUICK": "1", "COURSE_DATA": "synthetic"}
     NotebookClient(
         notebook, timeout=600, resources={"metadata": {"path": str(path.parent)}}
@@ -267,7 +271,8 @@ def test_after_a_lesson_run_git_has_nothing_to_commit(lesson_run):
     assert any(
         cell.get("outputs") for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]
     )
-    # `git status` may list the notebook until `git add`, but what git reads through the filter is unchanged
+    # `git status` may list the notebook until `git add`, but what git reads through the filter is
+    # unchanged
     assert _git("diff", "--exit-code", cwd=course, check=False).returncode == 0
     assert _git("diff", "--exit-code", "HEAD", cwd=course, check=False).returncode == 0
     _git("add", "-A", cwd=course)
