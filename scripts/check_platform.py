@@ -1,17 +1,18 @@
 """Can this machine run the course? Says what to do, in one sentence, before anything downloads.
 
-`make setup` (and so `make lab` and `make test`) runs it with the Python it chose, before it installs:
+`make setup` (and so `make lab` and `make test`) runs it with the Python it chose, before it
+installs:
 
     python3 scripts/check_platform.py --venv .venv --python-from file
 
 It stops (exit 1, one sentence on stderr) on Python older than 3.11, on macOS older than 14 or on an
-Intel Mac (PyPI has no torch 2.15.0 for them), on Linux with musl or a glibc older than 2.28 (torch's
-wheels are manylinux_2_28), and on native Windows (use WSL2). --python-from says where the Makefile's
-PYTHON came from (make's $(origin PYTHON)), so that the sentence names what to change.
+Intel Mac (PyPI has no torch 2.15.0 for them), on Linux with musl or a glibc older than 2.28
+(torch's wheels are manylinux_2_28), and on native Windows (use WSL2). --python-from says where the
+Makefile's PYTHON came from (make's $(origin PYTHON)), so that the sentence names what to change.
 
 Before the first install into --venv DIR, it looks at the NVIDIA GPU: one the pinned torch (CUDA 13:
-Turing, compute capability 7.5, or newer; driver R580 or newer) cannot use stops the install, with the
-route that works: `make lab TORCH=2.8.0 TORCHVISION=0.23.0 TORCH_INDEX=<CUDA 12.6 index>`, whose
+Turing, compute capability 7.5, or newer; driver R580 or newer) cannot use stops the install, with
+the route that works: `make lab TORCH=2.8.0 TORCHVISION=0.23.0 TORCH_INDEX=<CUDA 12.6 index>`, whose
 wheels still cover Maxwell, Pascal and Volta; or `make lab CPU=1`; or, to go on anyway,
 `make lab IGNORE_GPU=1`. --torch, --torch-index and --ignore-gpu pass those choices, which skip the
 stop. On Linux x86_64 without an NVIDIA GPU it names the CPU-only route, then goes on.
@@ -56,15 +57,16 @@ WSL = "https://learn.microsoft.com/windows/wsl/install"
 SELECTOR = "https://pytorch.org/get-started/locally/"
 STAMP = ".installed"  # the Makefile's stamp inside the environment
 NO_PIP = "it has no working pip"
-# What `python -m venv` makes (.gitignore since 3.13), what packages add (etc/jupyter, share), and the
-# Makefile's stamp: a folder holding nothing else is safe to remove.
+# What `python -m venv` makes (.gitignore since 3.13), what packages add (etc/jupyter, share), and
+# the Makefile's stamp: a folder holding nothing else is safe to remove.
 # `uv venv` adds CACHEDIR.TAG; `make lab TORCH=...` and `make test-torch` write requirements.txt.
 VENV_ENTRIES = {"bin", "lib", "lib64", "include", "etc", "share", "pyvenv.cfg", ".gitignore", STAMP}
 VENV_ENTRIES |= {"CACHEDIR.TAG", "requirements.txt"}
 
 
 def facts():
-    """The platform facts the checks read, with COURSE_PLATFORM_FACTS (tests only) laid over them."""
+    """The platform facts the checks read, with COURSE_PLATFORM_FACTS (tests only) laid over
+    them."""
     found = {
         "python": "%d.%d.%d" % sys.version_info[:3],
         "system": platform.system(),
@@ -105,21 +107,21 @@ def platform_problem(f, python_from="file"):
     system = f["system"]
     if system == "Windows" or system.upper().startswith(("MSYS", "MINGW", "CYGWIN")):
         return (
-            "Native Windows (%s) cannot run the course: the Makefile expects Linux or macOS, and PyPI's "
-            "Windows torch has no CUDA; install WSL2 (%s) and run `make lab` inside it."
+            "Native Windows (%s) cannot run the course: the Makefile expects Linux or macOS, and "
+            "PyPI's Windows torch has no CUDA; install WSL2 (%s) and run `make lab` inside it."
             % (system, WSL)
         )
     if system == "Darwin":
         if f["machine"] not in ("arm64", "aarch64"):
             return (
-                "This Mac runs %s code (an Intel Mac, or a Python under Rosetta), and torch 2.15.0 exists "
-                "only for Apple silicon: use an arm64 Python on an Apple-silicon Mac with macOS 14 or "
-                "newer, Colab, or Linux." % (f["machine"] or "non-arm64")
+                "This Mac runs %s code (an Intel Mac, or a Python under Rosetta), and torch 2.15.0 "
+                "exists only for Apple silicon: use an arm64 Python on an Apple-silicon Mac with "
+                "macOS 14 or newer, Colab, or Linux." % (f["machine"] or "non-arm64")
             )
         if version_tuple(f["macos"] or "0")[0] < MIN_MACOS:
             return (
-                "This is macOS %s, and torch 2.15.0 needs macOS 14 (Sonoma) or newer: update macOS, "
-                "or use Colab or Linux." % (f["macos"] or "of unknown version")
+                "This is macOS %s, and torch 2.15.0 needs macOS 14 (Sonoma) or newer: update "
+                "macOS, or use Colab or Linux." % (f["macos"] or "of unknown version")
             )
     if system == "Linux" and f["libc"] == "musl":
         return (
@@ -129,9 +131,9 @@ def platform_problem(f, python_from="file"):
     glibc = f["libc"][len("glibc-") :] if f["libc"].startswith("glibc-") else ""
     if system == "Linux" and glibc and version_tuple(glibc)[:2] < MIN_GLIBC:
         return (
-            "This Linux has glibc %s, and torch 2.15.0's wheels need glibc 2.28 or newer: use a newer "
-            "distribution (Debian 10, Ubuntu 20.04, RHEL 8 or later; a container will do), or Colab."
-            % glibc
+            "This Linux has glibc %s, and torch 2.15.0's wheels need glibc 2.28 or newer: use a "
+            "newer distribution (Debian 10, Ubuntu 20.04, RHEL 8 or later; a container will do), "
+            "or Colab." % glibc
         )
     if version_tuple(f["python"])[:2] < MIN_PYTHON:
         return old_python(f, system, python_from)
@@ -165,7 +167,8 @@ def old_python(f, system, python_from):
 
 
 def nvidia_gpus():
-    """(name, driver, compute capability) of each NVIDIA GPU that nvidia-smi lists; [] without one."""
+    """(name, driver, compute capability) of each NVIDIA GPU that nvidia-smi lists; [] without
+    one."""
     if shutil.which("nvidia-smi") is None:
         return []
     # compute_cap is unknown to drivers older than about R510, which are too old anyway.
@@ -272,12 +275,14 @@ def seed_pip(venv, python):
 
 
 def ours(venv):
-    """Whether `venv` holds nothing but what `python -m venv` and the Makefile make (safe to remove)."""
+    """Whether `venv` holds nothing but what `python -m venv` and the Makefile make (safe to
+    remove)."""
     return all(entry in VENV_ENTRIES for entry in os.listdir(venv))
 
 
 def create(venv):
-    """Create `venv` with this Python; on failure remove the half-made folder and say what to install."""
+    """Create `venv` with this Python; on failure remove the half-made folder and say what to
+    install."""
     print(
         "Creating %s with %s (Python %d.%d)."
         % ((venv, sys.executable) + tuple(sys.version_info[:2]))
@@ -319,8 +324,8 @@ def ensure_env(venv):
             % (venv, problem)
         )
     return (
-        "%s is not a working Python environment (%s) and holds other files, so it is left as it is: "
-        "fix it, or choose another folder with `make lab VENV=...`." % (venv, problem)
+        "%s is not a working Python environment (%s) and holds other files, so it is left as it "
+        "is: fix it, or choose another folder with `make lab VENV=...`." % (venv, problem)
     )
 
 

@@ -7,9 +7,9 @@ the command, so git reads each notebook through this script before it compares, 
 it: ``git status`` stays clean after a lesson, nothing run is ever committed, and the file itself
 keeps its outputs for the student.
 
-    python3 scripts/strip_outputs.py < run.ipynb > stripped.ipynb  # what git runs (the clean filter)
+    python3 scripts/strip_outputs.py < run.ipynb > stripped.ipynb  # git's clean filter runs this
     python3 scripts/strip_outputs.py notebooks/*.ipynb             # strip files in place
-    python3 scripts/strip_outputs.py --check notebooks/*.ipynb     # exit 1 and list those not stripped
+    python3 scripts/strip_outputs.py --check notebooks/*.ipynb     # exit 1, list the unstripped
 
 Removed: the outputs and execution counts of code cells; what a run or the lab's view adds to a
 cell's metadata (``execution`` timings, ``ExecuteTime``, ``collapsed``, ``scrolled``, ``trusted``,
@@ -17,10 +17,11 @@ and the folding of a cell's code or outputs, ``jupyter.source_hidden`` and ``out
 what a run adds to the notebook's (widget state, a signature, the kernel's ``language_info`` beyond
 its name). Kept: every source, cell id, tag (``nbval-skip``, ``raises-exception``) and other
 metadata. Folding is a view a student changes with a click; the cells the course folds, the
-Colab setup cell (``scripts/colab_cells.py``, also kept a Colab form) and the proof cells (tagged ``proof``: what proves a
-lesson right, apart from what it teaches), are stored folded whatever the student's view was.
-The notebook is written as Jupyter writes one (keys sorted, one-space indent, UTF-8, a final
-newline), so a notebook committed through the filter reads back byte for byte after a run.
+Colab setup cell (``scripts/colab_cells.py``, also kept a Colab form) and the proof cells (tagged
+``proof``: what proves a lesson right, apart from what it teaches), are stored folded whatever the
+student's view was. The notebook is written as Jupyter writes one (keys sorted, one-space indent,
+UTF-8, a final newline), so a notebook committed through the filter reads back byte for byte after a
+run.
 
 Standard library only, so that git can run it with the Python that ``make setup`` found, whether
 or not ``.venv`` exists yet. Input that is not a notebook (a merge conflict, say) passes through
@@ -37,9 +38,9 @@ from pathlib import Path
 # Cell metadata that records a run or the lab's view of a cell, not the lesson.
 RUN_CELL_METADATA = ("execution", "ExecuteTime", "collapsed", "scrolled", "trusted")
 VIEW_METADATA = ("source_hidden", "outputs_hidden")  # under "jupyter": a cell folded in the lab
-# The cells stored with their code folded, whatever a student unfolded: the id scripts/colab_cells.py
-# gives the Colab setup cell, and the metadata it writes there (SETUP_ID, SETUP_METADATA): a form
-# in Colab (cellView), folded in JupyterLab (jupyter.source_hidden).
+# The cells stored with their code folded, whatever a student unfolded: the id
+# scripts/colab_cells.py gives the Colab setup cell, and the metadata it writes there (SETUP_ID,
+# SETUP_METADATA): a form in Colab (cellView), folded in JupyterLab (jupyter.source_hidden).
 FOLDED = {"colab-setup": {"cellView": "form", "jupyter": {"source_hidden": True}}}
 PROOF_TAG = "proof"  # a proof cell: stored folded, as FOLDED's cells are
 # Notebook metadata that records a run.
@@ -47,7 +48,8 @@ RUN_NOTEBOOK_METADATA = ("widgets", "signature", "orig_nbformat", "orig_nbformat
 
 
 def _lines(source: str | list[str]) -> list[str]:
-    """A cell's source as Jupyter stores it: a list of lines, each but the last ending in a newline."""
+    """A cell's source as Jupyter stores it: a list of lines, each but the last ending in a
+    newline."""
     return source.splitlines(keepends=True) if isinstance(source, str) else source
 
 
