@@ -13,7 +13,7 @@ def move_batch(batch, device):
 
 
 @torch.no_grad()
-def accuracy(model, loader):
+def accuracy_anywhere(model, loader):
     """The fraction of samples classified right, computed on the model's own device."""
     device = next(model.parameters()).device
     model.eval()

@@ -7,7 +7,7 @@ import torch
 from exercise_answers import judge, table_cases
 from torch import nn
 
-from helpers.checks.nb02 import check_accuracy, check_move_batch, check_weighted_loss
+from helpers.checks.nb02 import check_accuracy_anywhere, check_move_batch, check_weighted_loss
 from helpers.devices import pick_device, to_device
 from solutions import nb02 as solution
 
@@ -82,13 +82,13 @@ def _predictions_to_the_cpu(model, loader):
 
 
 def _mean_of_batches(net, data):
-    return float(np.mean([solution.accuracy(net, [batch]) for batch in data]))
+    return float(np.mean([solution.accuracy_anywhere(net, [batch]) for batch in data]))
 
 
 ACCURACY = [
     ("one .item(), at the end", _accuracy(), None),
     ("predictions to the CPU", _predictions_to_the_cpu, None),
-    ("NumPy float", lambda net, data: np.float64(solution.accuracy(net, data)), None),
+    ("NumPy float", lambda net, data: np.float64(solution.accuracy_anywhere(net, data)), None),
     ("argmax(-1)", _accuracy("predict", lambda out: out.argmax(-1)), None),
     ("training mode", _accuracy("train"), "the model was in training mode: call model.eval()"),
     ("gradients", _accuracy("grad"), "gradients were being recorded"),
@@ -115,24 +115,32 @@ ACCURACY = [
     ),
     (
         "model.to('cpu')",
-        lambda net, data: solution.accuracy(net.to("cpu"), data),
+        lambda net, data: solution.accuracy_anywhere(net.to("cpu"), data),
         "moved the model",
     ),
-    ("model.cpu()", lambda net, data: solution.accuracy(net.cpu(), data), "moved the model from"),
+    (
+        "model.cpu()",
+        lambda net, data: solution.accuracy_anywhere(net.cpu(), data),
+        "moved the model from",
+    ),
     (
         "over batches",
         _accuracy("result", lambda r, n, d: r.item() / len(d)),
         "the accuracy is 2.333, but 7 of the 11 are right",
     ),
     ("floor division", _accuracy("result", lambda r, n, d: r.item() // n), "the accuracy is 0.000"),
-    ("never runs the model", lambda net, data: 0.625, "accuracy never ran the model"),
+    ("never runs the model", lambda net, data: 0.625, "accuracy_anywhere never ran the model"),
     ("picks a device", _accuracy("where", pick_device), "take the device from the model"),
     (
         "model to cuda",
-        lambda net, data: solution.accuracy(net.to("cuda"), data),
+        lambda net, data: solution.accuracy_anywhere(net.to("cuda"), data),
         "GPU itself ('cuda')",
     ),
-    ("a string", lambda net, data: f"{solution.accuracy(net, data):.1%}", "returned the string"),
+    (
+        "a string",
+        lambda net, data: f"{solution.accuracy_anywhere(net, data):.1%}",
+        "returned the string",
+    ),
     (
         "argmax over the batch",
         _accuracy("predict", lambda out: out.argmax(0)),
@@ -202,7 +210,7 @@ WEIGHTED_LOSS = [
 
 TABLES = {
     check_move_batch: MOVE_BATCH,
-    check_accuracy: ACCURACY,
+    check_accuracy_anywhere: ACCURACY,
     check_weighted_loss: WEIGHTED_LOSS,
 }
 

@@ -23,7 +23,7 @@ from helpers.checks.harness import (
 )
 from helpers.data import CIFAR10_CLASSES
 
-__all__ = ["check_accuracy", "check_move_batch", "check_weighted_loss"]
+__all__ = ["check_accuracy_anywhere", "check_move_batch", "check_weighted_loss"]
 
 
 def _check_moved(m: Machine, name: str, was: torch.Tensor, got: Any) -> None:
@@ -72,7 +72,7 @@ def check_move_batch(move_batch: Callable[[Any, torch.device], Any]) -> str:
     return "both parts of the batch go to the device it is given, whichever it is"
 
 
-# ---- exercise 2: accuracy ---------------------------------------------------------------------
+# ---- exercise 2: accuracy_anywhere ------------------------------------------------------------
 
 
 class _Case:
@@ -144,10 +144,12 @@ _NOT_THERE = "of the batches are not on the model's device"
 def _check_runs(m: Machine, case: _Case, moved: bool) -> None:
     here = m.where(m.device)
     if moved or next(case.model.parameters()).device.type != m.device.type:
-        fail(f"accuracy moved the model from {here}", "leave it there, and move the batches")
+        fail(
+            f"accuracy_anywhere moved the model from {here}", "leave it there, and move the batches"
+        )
     if not case.runs:
         fail(
-            "accuracy never ran the model on the batches",
+            "accuracy_anywhere never ran the model on the batches",
             "compute the model's outputs for each batch",
         )
     if any(training for training, _, _ in case.runs):
@@ -159,7 +161,7 @@ def _check_runs(m: Machine, case: _Case, moved: bool) -> None:
 def _check_value(result: Any, case: _Case) -> None:
     if isinstance(result, bool) or not isinstance(result, int | float):
         fail(
-            f"accuracy returned {describe(result)}, not a Python float",
+            f"accuracy_anywhere returned {describe(result)}, not a Python float",
             "call .item() once, at the end",
         )
     if abs(result - case.expected) > 1e-6:
@@ -173,18 +175,20 @@ def _check_value(result: Any, case: _Case) -> None:
 
 
 @exercise(
-    "write accuracy(model, loader) to return the fraction of samples it classifies right, "
+    "write accuracy_anywhere(model, loader) to return the fraction of samples it classifies right, "
     "as a float"
 )
-def check_accuracy(accuracy: Callable[[nn.Module, Any], float]) -> str:
+def check_accuracy_anywhere(accuracy_anywhere: Callable[[nn.Module, Any], float]) -> str:
     for m in device_machines():
         for size, batch_size in ((11, 4), (6, 6), (7, 3)):
             case = _Case(size, batch_size, m.device)
-            result, moved = _accuracy_on(m, accuracy, case)
+            result, moved = _accuracy_on(m, accuracy_anywhere, case)
             _check_runs(m, case, moved)
             if result is not None or m.device.type != "meta":
                 _check_value(result, case)
-    return "accuracy runs on the model's device, whichever it is, and returns a Python float"
+    return (
+        "accuracy_anywhere runs on the model's device, whichever it is, and returns a Python float"
+    )
 
 
 # ---- exercise 3: a weighted loss --------------------------------------------------------------
