@@ -69,6 +69,10 @@ def _seeded_by_rank(dataset):
     return DistributedSampler(dataset, seed=dist.get_rank())
 
 
+def _rank_from_local_rank(dataset):
+    return DistributedSampler(dataset, rank=int(os.environ["LOCAL_RANK"]))
+
+
 def _one_replica(dataset):
     return DistributedSampler(dataset, num_replicas=1, rank=0)
 
@@ -131,6 +135,7 @@ DDP = [
     ("returns nothing", _ddp(returned=lambda m, d: None), "ddp_train returned None"),
     ("seed=rank", _ddp(sampler=_seeded_by_rank), "give every process the same seed"),
     ("num_replicas=1", _ddp(sampler=_one_replica), "(no num_replicas=1)"),
+    ("rank=LOCAL_RANK", _ddp(sampler=_rank_from_local_rank), "read process 0's share"),
     ("drop_last=True", _ddp(loader={"batch_size": 4, "drop_last": True}), "leave drop_last out"),
     ("step on rank 0 only", _rank_0_steps_alone, "optimizer.step() on every rank"),
     ("loss divided by 2", _loss_divided, "DistributedDataParallel already averages"),

@@ -92,9 +92,9 @@ def _report(rank: int, arguments: tuple, result: Any) -> dict[str, Any]:
     return {"returned": returned, "weights": weights, "reads": reads, "sizes": model.batch_sizes}
 
 
-def _orders(rank: int, epochs: range, seed: int = 0) -> list[list[int]]:
+def _orders(rank: int, epochs: range) -> list[list[int]]:
     """What DistributedSampler gives ``rank`` in each of ``epochs``."""
-    sampler = DistributedSampler(range(_SIZE), num_replicas=_WORLD, rank=rank, seed=seed)
+    sampler = DistributedSampler(range(_SIZE), num_replicas=_WORLD, rank=rank)
     orders = []
     for epoch in epochs:
         sampler.set_epoch(epoch)
@@ -128,25 +128,12 @@ def _check_reads(rank: int, reads: list[int]) -> None:
     expected = _orders(rank, range(_EPOCHS))
     if reads == sum(expected, []):
         return
-    share = len(expected[0])
     if not reads:
         fail(
             f"process {rank} read no sample in this process",
             "load the batches here, with no worker processes (num_workers=0)",
         )
-    if len(reads) == _SIZE * _EPOCHS:
-        fail(
-            f"process {rank} read all {_SIZE} samples each epoch, not its share of {share}",
-            "give the DataLoader sampler=DistributedSampler(dataset), which reads the rank from "
-            "the group (no num_replicas=1)",
-        )
-    kept = share - share % _BATCH
-    if reads == sum((order[:kept] for order in expected), []):
-        fail(
-            f"process {rank} read {kept} of its {share} samples each epoch: the last, shorter "
-            "batch was dropped",
-            "leave drop_last out of the DataLoader (its default is False)",
-        )
+    _check_share(rank, reads)
     if reads == expected[0] * _EPOCHS:
         fail(
             "every epoch had the same order",
@@ -166,13 +153,7 @@ def _check_reads(rank: int, reads: list[int]) -> None:
             f"seed={rank} given to its sampler",
             "number the epochs from 0, and give every process the same seed (the default)",
         )
-    if rank > 0 and reads == sum(_orders(rank, range(_EPOCHS), seed=rank), []):
-        fail(
-            f"process {rank}'s sampler was given seed={rank}: the processes shuffle differently, "
-            "so their shares overlap",
-            "give every process the same seed (DistributedSampler's default, 0)",
-        )
-    if sorted(reads[:share]) == sorted(expected[0]):
+    if sorted(reads[: len(expected[0])]) == sorted(expected[0]):
         fail(
             f"process {rank} read its share in another order than the sampler's",
             "let DistributedSampler shuffle (its default) and set_epoch(epoch) each epoch",
@@ -181,6 +162,31 @@ def _check_reads(rank: int, reads: list[int]) -> None:
         f"process {rank} read {short(reads, 50)}, not its share",
         "give the DataLoader sampler=DistributedSampler(dataset), nothing else",
     )
+
+
+def _check_share(rank: int, reads: list[int]) -> None:
+    """Whether ``rank`` read another share than its own: all of the data, part, or another's."""
+    expected = _orders(rank, range(_EPOCHS))
+    share = len(expected[0])
+    if len(reads) == _SIZE * _EPOCHS:
+        fail(
+            f"process {rank} read all {_SIZE} samples each epoch, not its share of {share}",
+            "give the DataLoader sampler=DistributedSampler(dataset), which reads the rank from "
+            "the group (no num_replicas=1)",
+        )
+    kept = share - share % _BATCH
+    if reads == sum((order[:kept] for order in expected), []):
+        fail(
+            f"process {rank} read {kept} of its {share} samples each epoch: the last, shorter "
+            "batch was dropped",
+            "leave drop_last out of the DataLoader (its default is False)",
+        )
+    if rank > 0 and reads == sum(_orders(0, range(_EPOCHS)), []):
+        fail(
+            f"process {rank} read process 0's share: its sampler was given rank 0 (LOCAL_RANK "
+            "counts on one machine only)",
+            "leave the rank to DistributedSampler, or give it dist.get_rank()",
+        )
 
 
 def _check_sizes(rank: int, sizes: list[int]) -> None:
@@ -285,7 +291,11 @@ def _check_outcomes(outcomes: list[Outcome]) -> None:
     "processes, in batches of 4, and return the plain model's state_dict"
 )
 def check_ddp_train(ddp_train: Callable) -> str:
-    outcomes = run_in_processes(ddp_train, _setup, _report, world_size=_WORLD, told=_DDP_TOLD)
+    # Two machines of one process each, as the notebook's two-machine launch: LOCAL_RANK is 0 in
+    # both, so a sampler given LOCAL_RANK for its rank reads the same share twice.
+    outcomes = run_in_processes(
+        ddp_train, _setup, _report, world_size=_WORLD, per_machine=1, told=_DDP_TOLD
+    )
     show_printed(outcomes)
     _check_outcomes(outcomes)
     return (
