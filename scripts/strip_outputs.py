@@ -53,29 +53,34 @@ def _lines(source: str | list[str]) -> list[str]:
     return source.splitlines(keepends=True) if isinstance(source, str) else source
 
 
+def _strip_cell(cell: dict) -> None:
+    """One cell, changed in place: no outputs, no run's metadata, folded as it is stored."""
+    if "source" in cell:
+        cell["source"] = _lines(cell["source"])
+    if cell.get("cell_type") == "code":
+        cell["outputs"] = []
+        cell["execution_count"] = None
+    metadata = cell.get("metadata", {})
+    for key in RUN_CELL_METADATA:
+        metadata.pop(key, None)
+    view = metadata.get("jupyter")
+    if isinstance(view, dict):
+        for key in VIEW_METADATA:
+            view.pop(key, None)
+        if not view:
+            del metadata["jupyter"]
+    if cell.get("id") in FOLDED:
+        folded = FOLDED[cell["id"]]
+        metadata["cellView"] = folded["cellView"]
+        metadata.setdefault("jupyter", {}).update(folded["jupyter"])
+    if PROOF_TAG in metadata.get("tags", []):
+        metadata.setdefault("jupyter", {})["source_hidden"] = True
+
+
 def strip(notebook: dict) -> dict:
     """``notebook`` (parsed JSON, changed in place and returned) without what running it added."""
     for cell in notebook.get("cells", []):
-        if "source" in cell:
-            cell["source"] = _lines(cell["source"])
-        if cell.get("cell_type") == "code":
-            cell["outputs"] = []
-            cell["execution_count"] = None
-        metadata = cell.get("metadata", {})
-        for key in RUN_CELL_METADATA:
-            metadata.pop(key, None)
-        view = metadata.get("jupyter")
-        if isinstance(view, dict):
-            for key in VIEW_METADATA:
-                view.pop(key, None)
-            if not view:
-                del metadata["jupyter"]
-        if cell.get("id") in FOLDED:
-            folded = FOLDED[cell["id"]]
-            metadata["cellView"] = folded["cellView"]
-            metadata.setdefault("jupyter", {}).update(folded["jupyter"])
-        if PROOF_TAG in metadata.get("tags", []):
-            metadata.setdefault("jupyter", {})["source_hidden"] = True
+        _strip_cell(cell)
     metadata = notebook.get("metadata", {})
     for key in RUN_NOTEBOOK_METADATA:
         metadata.pop(key, None)

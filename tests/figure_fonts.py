@@ -1,9 +1,10 @@
 """The size of every text in every figure a notebook draws, recorded by its kernel as it draws.
 
-``kernel_env(folder)`` gives the variables that make a kernel record them: an IPython startup file wraps
-matplotlib's ``Figure.draw`` and ``Text.draw``, and after each figure is drawn (shown inline or saved)
-appends a JSON line: the notebook (``JPY_SESSION_NAME``, else ``COURSE_NOTEBOOK``), the size in points of
-each text drawn, the dpi and, for a figure shown, the PNG's size in pixels (to find it on the page).
+``kernel_env(folder)`` gives the variables that make a kernel record them: an IPython startup
+file wraps matplotlib's ``Figure.draw`` and ``Text.draw``, and after each figure is drawn (shown
+inline or saved) appends a JSON line: the notebook (``JPY_SESSION_NAME``, else
+``COURSE_NOTEBOOK``), the size in points of each text drawn, the dpi and, for a figure shown, the
+PNG's size in pixels (to find it on the page).
 ``read(folder)`` gives them back. The notebooks are not changed.
 """
 
@@ -13,12 +14,12 @@ import json
 import os
 from pathlib import Path
 
-MIN_POINTS = (
-    10.0  # the smallest text a figure may have, in points: readable at 1280x720 on a projector
-)
+# The smallest text a figure may have, in points: readable at 1280x720 on a projector.
+MIN_POINTS = 10.0
 MIN_SHOWN_PX = 10.0  # the smallest a figure's text may be as shown: 10 pt at 100 dpi, scaled to fit
-# The width the browser test's JupyterLab gives an output image on a 1280x720 screen (a wider figure is
-# scaled down to it). test_browser.py measures it in the notebooks it runs; nbval uses it for every figure.
+# The width the browser test's JupyterLab gives an output image on a 1280x720 screen (a wider
+# figure is scaled down to it). test_browser.py measures it in the notebooks it runs; nbval uses it
+# for every figure.
 OUTPUT_WIDTH_PX = 779.0
 
 _STARTUP = """
@@ -29,7 +30,8 @@ def _course_record_figure_fonts():
 
     record = os.environ["COURSE_FIGURE_FONTS"]
     notebook = os.environ.get("JPY_SESSION_NAME") or os.environ.get("COURSE_NOTEBOOK", "")
-    drawing, displaying = [], []  # the texts of the figure being drawn; the figure being shown, once drawn
+    drawing = []  # the texts of the figure being drawn
+    displaying = []  # the figure being shown, once drawn
 
     def write(entry):
         with open(record, "a", encoding="utf-8") as file:
@@ -89,7 +91,8 @@ del _course_record_figure_fonts
 
 
 def kernel_env(folder: Path) -> dict[str, str]:
-    """Variables that make a kernel started with them record its figures' text sizes under ``folder``."""
+    """Variables that make a kernel started with them record its figures' text sizes in
+    ``folder``."""
     startup = folder / "ipython" / "profile_default" / "startup"
     startup.mkdir(parents=True, exist_ok=True)
     (startup / "00-course-figure-fonts.py").write_text(_STARTUP, encoding="utf-8")
@@ -100,20 +103,21 @@ def kernel_env(folder: Path) -> dict[str, str]:
 
 
 def read(folder: Path, notebook: str | None = None) -> list[dict]:
-    """The figures recorded under ``folder`` (of ``notebook``, a file name, when given), in drawing order."""
+    """The figures recorded in ``folder`` (of ``notebook``, a file name, if given), in the order
+    they were drawn."""
     path = folder / "figure-fonts.jsonl"
     figures = []
     for line in path.read_text(encoding="utf-8").splitlines() if path.exists() else []:
         figure = json.loads(line)
-        if (
-            not figures or figure != figures[-1]
-        ):  # a figure drawn twice (bbox_inches="tight") counts once
+        # A figure drawn twice (bbox_inches="tight") counts once.
+        if not figures or figure != figures[-1]:
             figures.append(figure)
     return [f for f in figures if notebook is None or os.path.basename(f["notebook"]) == notebook]
 
 
 def too_small(figures: list[dict], minimum: float = MIN_POINTS) -> list[str]:
-    """Per figure and size below ``minimum`` points: ``"figure 2: 16 texts at 8 pt, e.g. 'cat\\nas dog'"``."""
+    """Per figure and size below ``minimum`` points, a line such as
+    ``"figure 2: 16 texts at 8 pt, e.g. 'cat\\nas dog'"``."""
     found = []
     for number, figure in enumerate(figures, start=1):
         for size in sorted({size for size, _ in figure["texts"] if size < minimum}):
@@ -124,7 +128,9 @@ def too_small(figures: list[dict], minimum: float = MIN_POINTS) -> list[str]:
 
 
 def shown_px(figure: dict, room: float = OUTPUT_WIDTH_PX) -> tuple[float, str] | None:
-    """A shown figure's smallest text in px, shown in ``room`` px, and what (None: saved, or no text)."""
+    """A shown figure's smallest text in px, shown in ``room`` px, and what it says.
+
+    None for a figure saved, not shown, or one without text."""
     if "png" not in figure or not figure["texts"]:
         return None
     points, text = min(figure["texts"])

@@ -1,14 +1,15 @@
 """Run notebooks in JupyterLab in headless Chromium, for ``tests/test_browser.py``.
 
-The server is started as a newcomer starts it, ``make lab``, with the test's options in ``LAB_ARGS``:
-a free port on 127.0.0.1, a random token, and settings and workspaces folders of its own. The browser
-is Debian's ``chromium`` driven by Playwright through ``executable_path`` (never a downloaded one).
+The server is started as a newcomer starts it, ``make lab``, with the test's options in
+``LAB_ARGS``: a free port on 127.0.0.1, a random token, and settings and workspaces folders of its
+own. The browser is Debian's ``chromium`` driven by Playwright through ``executable_path`` (never a
+downloaded one).
 
-JupyterLab renders an ``error`` output exactly like stderr text (a warning), so the output alone cannot
-tell them apart. The notebook minimap (``showMinimap``) can: its item for a cell with an error output
-carries ``data-output="error"``. A cell counts as failed when its minimap item says so; other stderr
-text is reported apart. A widget that cannot be displayed and an output JupyterLab cannot render
-("Javascript Error") fail too: only a browser sees those.
+JupyterLab renders an ``error`` output exactly like stderr text (a warning), so the output alone
+cannot tell them apart. The notebook minimap (``showMinimap``) can: its item for a cell with an
+error output carries ``data-output="error"``. A cell counts as failed when its minimap item says
+so; other stderr text is reported apart. A widget that cannot be displayed and an output JupyterLab
+cannot render ("Javascript Error") fail too: only a browser sees those.
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ from typing import Any
 
 import nbformat
 import psutil
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SETTINGS = {  # autosave off (the test never saves); the minimap marks the cells with an error output
+# Autosave off (the test never saves); the minimap marks the cells with an error output.
+SETTINGS = {
     "@jupyterlab/docmanager-extension/plugin": {"autosave": False},
     "@jupyterlab/notebook-extension/tracker": {"showMinimap": True},
 }
@@ -42,18 +45,42 @@ LOADING_WIDGET = "Loading widget..."  # what ipywidgets shows until it can displ
 
 
 def find_chromium() -> str | None:
-    """The Chromium binary: ``COURSE_CHROMIUM`` when set (a name on PATH or a path), else ``chromium``."""
+    """The Chromium binary: ``COURSE_CHROMIUM`` if set (a name on PATH or a path), else chromium."""
     configured = os.environ.get("COURSE_CHROMIUM", "").strip()
     if configured and shutil.which(configured) is None:
         raise FileNotFoundError(
-            f"COURSE_CHROMIUM={configured!r} is not an executable file: point it at a Chromium binary "
-            "(e.g. /usr/bin/chromium) or unset it to use `chromium` from PATH."
+            f"COURSE_CHROMIUM={configured!r} is not an executable file: point it at a Chromium "
+            "binary (e.g. /usr/bin/chromium) or unset it to use `chromium` from PATH."
         )
     return shutil.which(configured or "chromium")
 
 
+def chromium_or_skip(what: str) -> str:
+    """The Chromium binary for ``what`` (the tests that need it), after checking Playwright is here.
+
+    Without either, the test skips, or fails when ``COURSE_REQUIRE_BROWSER`` is set (CI)."""
+    problems = []
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        problems.append("Playwright is not installed here (`make setup` installs the pinned one)")
+    executable = find_chromium()
+    if executable is None:
+        problems.append(
+            "Chromium was not found: `sudo apt-get install chromium`, or set COURSE_CHROMIUM"
+        )
+    if not problems:
+        return executable
+    required = os.environ.get("COURSE_REQUIRE_BROWSER", "").strip().lower()
+    if required in {"1", "true", "yes", "on"}:
+        pytest.fail(f"COURSE_REQUIRE_BROWSER=1, so {what} must run: {'; '.join(problems)}.")
+    pytest.skip(f"{what} skipped: {'; '.join(problems)}. CI installs Chromium and runs them.")
+
+
 class LabServer:
-    """JupyterLab started by ``make lab`` with ``COURSE_QUICK=1``; ``stop()`` ends it and its children."""
+    """JupyterLab started by ``make lab`` with ``COURSE_QUICK=1``.
+
+    ``stop()`` ends it and its children."""
 
     def __init__(self, workdir: Path, log_path: Path, env: dict[str, str] | None = None) -> None:
         self.workdir = workdir
@@ -113,7 +140,8 @@ class LabServer:
                 )
             time.sleep(0.5)
         raise RuntimeError(
-            f"`make lab` exited ({self.process.returncode}) before JupyterLab answered.\n{self.log_tail()}"
+            f"`make lab` exited ({self.process.returncode}) before JupyterLab answered.\n"
+            f"{self.log_tail()}"
         )
 
     def log(self) -> str:
@@ -147,7 +175,9 @@ class LabServer:
                 self.api("DELETE", f"/api/sessions/{session['id']}", timeout=30)
 
     def stop(self) -> list[psutil.Process]:
-        """Stop the server, its kernels (in sessions of their own) and make; returns those left (none)."""
+        """Stop the server, its kernels (in sessions of their own) and make.
+
+        Returns the processes left (none)."""
         if self.process is None:
             return []
         try:
@@ -247,15 +277,18 @@ _MEASURE_VIEW = """() => {
     .filter(img => onScreen(img.getBoundingClientRect()) && img.naturalWidth > 0)
     .map(img => {
       const box = getComputedStyle(img.parentElement);  // max-width: 100% of this box's content
-      const room = img.parentElement.clientWidth - parseFloat(box.paddingLeft) - parseFloat(box.paddingRight);
+      const padding = parseFloat(box.paddingLeft) + parseFloat(box.paddingRight);
+      const room = img.parentElement.clientWidth - padding;
       const shown = [img.clientWidth, img.clientHeight];
       return {natural: [img.naturalWidth, img.naturalHeight], shown, room};
     });
-  const toasts = Array.from(document.querySelectorAll('.Toastify__toast')).map(t => t.textContent.trim());
+  const toasts = Array.from(document.querySelectorAll('.Toastify__toast'))
+    .map(t => t.textContent.trim());
   return {texts, images, toasts};
 }""".replace("PANEL", _PANEL)
 
-# Where each view scrolls to: the top, the first figure, the section before the summary (the exercises).
+# Where each view scrolls to: the top, the first figure, the section before the summary (the
+# exercises).
 _VIEW_TARGETS = {
     "first-screen": f"{_PANEL} .jp-Notebook .jp-Cell >> nth=0",
     "plot": f"{_PANEL} .jp-OutputArea-output img >> nth=0",
@@ -287,8 +320,8 @@ def run_notebook(
     """Open ``path`` (relative to the server's root), run all cells, read the result, screenshot it.
 
     With ``run_cells=False`` the notebook is only opened, as a class first sees it: its screens are
-    measured and nothing runs. The kernel is shut down and the page closed (never saved) on every exit,
-    failures included.
+    measured and nothing runs. The kernel is shut down and the page closed (never saved) on every
+    exit, failures included.
     """
     run = NotebookRun()
     screenshot.parent.mkdir(parents=True, exist_ok=True)
@@ -360,7 +393,8 @@ def run_notebook(
 
 
 def _look(page: Any, screenshot: Path) -> list[View]:
-    """Scroll to each of ``_VIEW_TARGETS`` there is, screenshot it beside ``screenshot``, measure it."""
+    """Scroll to each of ``_VIEW_TARGETS`` there is, screenshot it beside ``screenshot``, measure
+    it."""
     views = []
     for name, selector in _VIEW_TARGETS.items():
         target = page.locator(selector)
@@ -383,8 +417,8 @@ def _read_result(run: NotebookRun, state: dict, ran: bool = True) -> None:
         minimap = [""] * len(cells)
     if len(minimap) != len(cells):
         raise RuntimeError(
-            f"the notebook minimap lists {len(minimap)} cells for {len(cells)} cells: errors cannot be told "
-            "from stderr text (has JupyterLab changed its minimap markup?)"
+            f"the notebook minimap lists {len(minimap)} cells for {len(cells)} cells: errors "
+            "cannot be told from stderr text (has JupyterLab changed its minimap markup?)"
         )
     for index, (cell, mark) in enumerate(zip(cells, minimap, strict=True), start=1):
         stderr = [o["text"] for o in cell["outputs"] if o["mime"] == STDERR]
@@ -410,7 +444,9 @@ def _read_result(run: NotebookRun, state: dict, ran: bool = True) -> None:
 
 
 def write_notebook(path: Path, sources: list[str]) -> None:
-    """A notebook of code cells, each tagged ``nbval-skip`` (should a crashed run leave it in notebooks/)."""
+    """A notebook of code cells, each tagged ``nbval-skip``.
+
+    The tag keeps nbval off it, should a crashed run leave it in notebooks/."""
     cells = [
         nbformat.v4.new_code_cell(source, metadata={"tags": ["nbval-skip"]}) for source in sources
     ]

@@ -1,20 +1,21 @@
-"""The notebooks in a real browser: JupyterLab started by `make lab`, each notebook in headless Chromium.
+"""The notebooks in a real browser: JupyterLab started by `make lab`, each notebook in Chromium.
 
 Three notebooks are run here (Run All Cells, `COURSE_QUICK=1`): between them they show every kind of
-output the course has (progress bars, a figure at full width and one scaled down to fit, the exercises'
-checks). Every code cell must have run, and no cell may show an error or print on stderr (a warning reads
-as a failure to a student). The other notebooks are opened as a class first sees them, not run: nbval runs
-every notebook, and `conftest.py` checks there, from the kernel, what this test checks of the runs here
-(stderr, and the figures' text as shown, with the output width measured here). On three screens a
-teacher shows (the first screen, the first figure, the exercises) no notification may cover the page and
-the text, the notebook's and the figures', must be large enough to read. The kernels record every
-figure's text size too (`figure_fonts.py`): none under 10 pt. Nothing is saved. Screenshots,
-JupyterLab's log and `summary.txt` go to `test-output/browser/`. This file takes every other notebook,
-`test_browser_second_half.py` the rest, so that `make test`'s two workers share them.
+output the course has (progress bars, a figure at full width and one scaled down to fit, the
+exercises' checks). Every code cell must have run, and no cell may show an error or print on stderr
+(a warning reads as a failure to a student). The other notebooks are opened as a class first sees
+them, not run: nbval runs every notebook, and `conftest.py` checks there, from the kernel, what this
+test checks of the runs here (stderr, and the figures' text as shown, with the output width measured
+here). On three screens a teacher shows (the first screen, the first figure, the exercises) no
+notification may cover the page and the text, the notebook's and the figures', must be large enough
+to read. The kernels record every figure's text size too (`figure_fonts.py`): none under 10 pt.
+Nothing is saved. Screenshots, JupyterLab's log and `summary.txt` go to `test-output/browser/`. This
+file takes every other notebook, `test_browser_second_half.py` the rest, so that `make test`'s two
+workers share them.
 
-Needs Debian's Chromium (or `COURSE_CHROMIUM=/path/to/chromium`) and Playwright; without them the tests
-skip, unless `COURSE_REQUIRE_BROWSER=1` (CI). Time limits: `COURSE_BROWSER_TIMEOUT` seconds per notebook
-(default 300), `COURSE_BROWSER_TOTAL_TIMEOUT` for the file (default 1500).
+Needs Debian's Chromium (or `COURSE_CHROMIUM=/path/to/chromium`) and Playwright; without them the
+tests skip, unless `COURSE_REQUIRE_BROWSER=1` (CI). Time limits: `COURSE_BROWSER_TIMEOUT` seconds
+per notebook (default 300), `COURSE_BROWSER_TOTAL_TIMEOUT` for the file (default 1500).
 """
 
 import json
@@ -23,8 +24,22 @@ import shutil
 import time
 
 import pytest
-from figure_fonts import MIN_POINTS, MIN_SHOWN_PX, OUTPUT_WIDTH_PX, kernel_env, read, too_small
-from labdriver import ROOT, VIEWPORT, LabServer, find_chromium, run_notebook, write_notebook
+from figure_fonts import (
+    MIN_POINTS,
+    MIN_SHOWN_PX,
+    OUTPUT_WIDTH_PX,
+    kernel_env,
+    read,
+    too_small,
+)
+from labdriver import (
+    ROOT,
+    VIEWPORT,
+    LabServer,
+    chromium_or_skip,
+    run_notebook,
+    write_notebook,
+)
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 RUN_HERE = {"00_devices_and_tensors.ipynb", "01_cuda_method.ipynb", "06_performance.ipynb"}
@@ -72,30 +87,7 @@ def _has_outputs(path) -> bool:
 
 @pytest.fixture(scope="module")
 def chromium():
-    problems = []
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        problems.append("Playwright is not installed here (`make setup` installs the pinned one)")
-    executable = find_chromium()
-    if executable is None:
-        problems.append(
-            "Chromium was not found: `sudo apt-get install chromium`, or set COURSE_CHROMIUM"
-        )
-    if problems:
-        if os.environ.get("COURSE_REQUIRE_BROWSER", "").strip().lower() in {
-            "1",
-            "true",
-            "yes",
-            "on",
-        }:
-            pytest.fail(
-                f"COURSE_REQUIRE_BROWSER=1, so the browser tests must run: {'; '.join(problems)}."
-            )
-        pytest.skip(
-            f"browser tests skipped: {'; '.join(problems)}. CI installs Chromium and runs them."
-        )
-    return executable
+    return chromium_or_skip("the browser tests")
 
 
 @pytest.fixture(scope="module")
@@ -173,8 +165,8 @@ def browser(chromium, summary):
 
 
 def test_the_checks_fail_on_errors_and_on_cells_never_run(lab, browser, deadline, summary):
-    """An error, a widget that cannot be displayed and the cells never run are reported; a warning on
-    stderr and a working progress bar are not."""
+    """An error, a widget that cannot be displayed and the cells never run are reported; a warning
+    on stderr and a working progress bar are not."""
     folder = f"browser-{os.getpid()}"  # two runs at once do not share it
     path = SCRATCH / folder / "deliberate_error.ipynb"
     widget = {"model_id": "no-such-model", "version_major": 2, "version_minor": 0}
@@ -219,7 +211,8 @@ def test_the_checks_fail_on_errors_and_on_cells_never_run(lab, browser, deadline
 
 
 def _figure_px(view, figures) -> list[tuple[float, str]]:
-    """For each figure drawn in this run and shown in ``view``: its smallest text as shown (px), and what."""
+    """For each figure drawn in this run and shown in ``view``: its smallest text as shown (px), and
+    what it says."""
     shown = []
     for image in view.images:
         figure = next((f for f in figures if f.get("png") == image["natural"]), None)
@@ -237,7 +230,9 @@ def test_notebook_runs_in_jupyterlab(notebook, lab, browser, deadline, summary):
 
 
 def check_notebook_in_jupyterlab(notebook, lab, browser, deadline, summary):
-    """Run ``notebook`` in JupyterLab, or open it, and check what a class sees (the module's docstring)."""
+    """Run ``notebook`` in JupyterLab, or open it, and check what a class sees.
+
+    What is checked is in the module's docstring."""
     if not notebook.exists():
         pytest.skip(f"{notebook.name} was removed while the tests ran")
     had_outputs = _has_outputs(notebook)
@@ -262,8 +257,8 @@ def check_notebook_in_jupyterlab(notebook, lab, browser, deadline, summary):
             for i in view.images
         )
     summary(
-        f"{notebook.name}: {'run' if ran else 'opened, not run'}, {run.seconds:.1f} s, {run.code_cells} code "
-        f"cells, {len(figures)} figures, problems: {run.problems()}" + notes
+        f"{notebook.name}: {'run' if ran else 'opened, not run'}, {run.seconds:.1f} s, "
+        f"{run.code_cells} code cells, {len(figures)} figures, problems: {run.problems()}" + notes
     )
     assert not run.problems(), (
         f"{notebook.name} in JupyterLab: {'; '.join(run.problems())} (see {png})"
@@ -290,16 +285,18 @@ def check_notebook_in_jupyterlab(notebook, lab, browser, deadline, summary):
         assert not small, f"{notebook.name}, {view.name}: text under {MIN_TEXT_PX:g} px: {small}"
         for px, what in _figure_px(view, figures):
             assert px >= MIN_SHOWN_PX, (
-                f"{notebook.name}: a figure's smallest text, {what}, is {px:.1f} px on a {VIEWPORT} screen "
-                f"(see {view.screenshot}); at least {MIN_SHOWN_PX:g} px: larger text or a narrower figure"
+                f"{notebook.name}: a figure's smallest text, {what}, is {px:.1f} px on a "
+                f"{VIEWPORT} screen (see {view.screenshot}); at least {MIN_SHOWN_PX:g} px: larger "
+                "text or a narrower figure"
             )
         for image in view.images:  # what conftest.py assumes of the notebooks not run here
             natural = image["natural"][0]
             shown = image["shown"][0]
             room = image["room"]
             assert abs(room - OUTPUT_WIDTH_PX) <= 1 and abs(shown - min(natural, room)) <= 1, (
-                f"{notebook.name}: an image {natural} px wide is shown {shown} px wide in {room:g} px; "
-                f"figure_fonts.OUTPUT_WIDTH_PX is {OUTPUT_WIDTH_PX:g}: set it to what JupyterLab gives now"
+                f"{notebook.name}: an image {natural} px wide is shown {shown} px wide in "
+                f"{room:g} px; figure_fonts.OUTPUT_WIDTH_PX is {OUTPUT_WIDTH_PX:g}: set it to what "
+                "JupyterLab gives now"
             )
     assert not too_small(figures), (
         f"{notebook.name}: text under {MIN_POINTS:g} pt: {too_small(figures)}"

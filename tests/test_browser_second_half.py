@@ -1,4 +1,6 @@
-"""The notebooks `test_browser.py` leaves, with a JupyterLab of their own: `make test`'s second worker."""
+"""The notebooks `test_browser.py` leaves, with a JupyterLab of their own.
+
+`make test`'s second worker runs them."""
 
 import pytest
 from test_browser import (  # noqa: F401 (the fixtures)

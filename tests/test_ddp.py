@@ -2,6 +2,7 @@
 which finds, shows and launches it. Notebook 05 runs the rest: the rendezvous, a hang, a port in
 use."""
 
+import importlib.util
 import subprocess
 import sys
 import time
@@ -151,8 +152,25 @@ def test_launch_refuses_arguments_it_would_mangle_before_starting_anything(kwarg
         (["--lr", "0.1"], "unrecognized arguments: --lr"),
     ],
 )
-def test_a_wrong_flag_stops_the_script_before_it_joins_the_group(tmp_path, flags, words):
+def test_a_wrong_flag_is_named_with_its_value(tmp_path, monkeypatch, capsys, flags, words):
+    """The script's own parser, in this process: starting Python and torch once per flag costs
+    seconds each; the test below runs the script itself."""
     (tmp_path / "notes.txt").write_text("notes")
-    command = [sys.executable, str(SCRIPT), *(f.format(tmp=tmp_path) for f in flags)]
+    spec = importlib.util.spec_from_file_location("ddp_train_under_test", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    monkeypatch.setattr(sys, "argv", [str(SCRIPT), *(f.format(tmp=tmp_path) for f in flags)])
+    with pytest.raises(SystemExit) as stopped:
+        script.parse_args()
+    assert stopped.value.code == 2
+    assert words in capsys.readouterr().err
+
+
+def test_a_wrong_flag_stops_the_script_before_it_joins_the_group():
+    """Run as a script, outside torchrun: joining the group would fail on the missing RANK, so
+    exit status 2 and the flag's message show the flags were checked first."""
+    command = [sys.executable, str(SCRIPT), "--epochs", "0"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and words in done.stderr, done.stderr
+    assert done.returncode == 2, done.stderr
+    assert "--epochs: 0 is not 1 or more" in done.stderr
+    assert "RANK" not in done.stderr

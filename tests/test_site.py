@@ -16,7 +16,6 @@ import hashlib
 import html.parser
 import http.server
 import json
-import os
 import re
 import sys
 import threading
@@ -26,7 +25,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from labdriver import find_chromium
+from labdriver import chromium_or_skip
 
 from helpers.course import REPOSITORY, TAG
 from helpers.recorded import GPU_OUTPUT_TAG, find_recording
@@ -221,21 +220,9 @@ def test_the_home_page_is_the_readme(site):
 
 @pytest.fixture(scope="module")
 def browser():
-    problems = []
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        problems.append("Playwright is not installed here (`make setup` installs the pinned one)")
-    executable = find_chromium()
-    if executable is None:
-        problems.append(
-            "Chromium was not found: `sudo apt-get install chromium`, or set COURSE_CHROMIUM"
-        )
-    if problems:
-        required = os.environ.get("COURSE_REQUIRE_BROWSER", "").strip().lower()
-        if required in {"1", "true", "yes", "on"}:
-            pytest.fail(f"COURSE_REQUIRE_BROWSER=1, so this test must run: {'; '.join(problems)}.")
-        pytest.skip(f"the site's browser test skipped: {'; '.join(problems)}.")
+    executable = chromium_or_skip("the site's browser test")
+    from playwright.sync_api import sync_playwright
+
     with sync_playwright() as playwright:
         instance = playwright.chromium.launch(
             executable_path=executable, args=["--disable-dev-shm-usage"]
