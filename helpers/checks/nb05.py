@@ -42,7 +42,7 @@ def _item(value: Any) -> Any:
     return value
 
 
-# ---- exercise 1: ddp_train --------------------------------------------------------------------
+# ---- exercise 2: ddp_train --------------------------------------------------------------------
 
 _SIZE = 19  # samples: 10 per process, the last index repeated, in batches of 4, 4 and 2
 _BATCH = 4
@@ -304,7 +304,7 @@ def check_ddp_train(ddp_train: Callable) -> str:
     )
 
 
-# ---- exercise 2: orders_for_epochs ------------------------------------------------------------
+# ---- exercise 1: orders_for_epochs ------------------------------------------------------------
 
 
 def _sampler(epoch: int = 0) -> DistributedSampler:
