@@ -211,7 +211,7 @@ def choose_precision(device: torch.device | str) -> Precision:
         why = f"{device.type} computes bf16 natively"
         return Precision("bf16 autocast", torch.bfloat16, False, why)
     if device.type == "cuda" and torch.cuda.is_available():
-        why = "this GPU has no native bf16"
+        why = "torch.cuda.is_bf16_supported(including_emulation=False) returned False"
         return Precision("fp16 autocast + GradScaler", torch.float16, True, why)
     if device.type == "cpu":
         why = "this CPU reports none of AVX512-BF16, AMX or Arm's BF16"

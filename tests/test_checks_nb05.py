@@ -65,6 +65,50 @@ def _unshuffled(dataset):
     return DistributedSampler(dataset, shuffle=False)
 
 
+def _seeded_by_rank(dataset):
+    return DistributedSampler(dataset, seed=dist.get_rank())
+
+
+def _rank_from_local_rank(dataset):
+    return DistributedSampler(dataset, rank=int(os.environ["LOCAL_RANK"]))
+
+
+def _one_replica(dataset):
+    return DistributedSampler(dataset, num_replicas=1, rank=0)
+
+
+def _rank_0_steps_alone(model, loss_fn, optimizer, dataset, epochs):
+    """Steps the optimizer only on rank 0, as a learner who saves only on rank 0 may also do."""
+    dist.init_process_group("gloo")
+    ddp_model = DistributedDataParallel(model)
+    sampler = DistributedSampler(dataset)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for inputs, targets in DataLoader(dataset, batch_size=4, sampler=sampler):
+            optimizer.zero_grad()
+            loss_fn(ddp_model(inputs), targets).backward()
+            if dist.get_rank() == 0:
+                optimizer.step()
+    dist.destroy_process_group()
+    return model.state_dict()
+
+
+def _loss_divided(model, loss_fn, optimizer, dataset, epochs):
+    """Divides the loss by the number of processes, as if DDP summed the gradients."""
+    dist.init_process_group("gloo")
+    ddp_model = DistributedDataParallel(model)
+    sampler = DistributedSampler(dataset)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for inputs, targets in DataLoader(dataset, batch_size=4, sampler=sampler):
+            optimizer.zero_grad()
+            loss = loss_fn(ddp_model(inputs), targets) / dist.get_world_size()
+            loss.backward()
+            optimizer.step()
+    dist.destroy_process_group()
+    return model.state_dict()
+
+
 def _one_rank_skips_a_collective(model, loss_fn, optimizer, dataset, epochs):
     dist.init_process_group("gloo")
     if dist.get_rank() == 0:
@@ -89,6 +133,12 @@ DDP = [
     ("the wrapper's keys", _ddp(returned=lambda m, d: d.state_dict()), "'module.', the DDP"),
     ("group left open", _ddp(destroy=False), "call dist.destroy_process_group() at the end"),
     ("returns nothing", _ddp(returned=lambda m, d: None), "ddp_train returned None"),
+    ("seed=rank", _ddp(sampler=_seeded_by_rank), "give every process the same seed"),
+    ("num_replicas=1", _ddp(sampler=_one_replica), "(no num_replicas=1)"),
+    ("rank=LOCAL_RANK", _ddp(sampler=_rank_from_local_rank), "read process 0's share"),
+    ("drop_last=True", _ddp(loader={"batch_size": 4, "drop_last": True}), "leave drop_last out"),
+    ("step on rank 0 only", _rank_0_steps_alone, "optimizer.step() on every rank"),
+    ("loss divided by 2", _loss_divided, "DistributedDataParallel already averages"),
     (
         "a collective on one rank",
         _one_rank_skips_a_collective,
@@ -115,16 +165,37 @@ def _each(order):
     return lambda sampler, epochs: [order(sampler, epoch, epochs) for epoch in range(epochs)]
 
 
+def _own_permutation(sampler, epochs):
+    """Makes the order itself, as DistributedSampler does with seed 0 and an even split."""
+    orders = []
+    for epoch in range(epochs):
+        generator = torch.Generator().manual_seed(epoch)
+        order = torch.randperm(len(sampler.dataset), generator=generator).tolist()
+        orders.append(order[sampler.rank :: sampler.num_replicas])
+    return orders
+
+
+def _new_sampler_per_epoch(sampler, epochs):
+    """A new sampler each epoch, with the epoch as its seed."""
+    orders = []
+    for epoch in range(epochs):
+        new = DistributedSampler(
+            sampler.dataset, num_replicas=sampler.num_replicas, rank=sampler.rank, seed=epoch
+        )
+        orders.append(list(new))
+    return orders
+
+
 ORDERS = [  # s: the sampler, e: the epoch, k: the number of epochs
     ("set_epoch through a helper", lambda s, k: [list(_set(s, e)) for e in range(k)], None),
     (
         "loader",
-        _each(lambda s, e, k: [int(b) for b in DataLoader(range(20), sampler=_set(s, e))]),
+        _each(lambda s, e, k: [int(b) for b in DataLoader(s.dataset, sampler=_set(s, e))]),
         None,
     ),
     (
         "batches of one",
-        _each(lambda s, e, k: list(DataLoader(range(20), sampler=_set(s, e)))),
+        _each(lambda s, e, k: list(DataLoader(s.dataset, sampler=_set(s, e)))),
         None,
     ),
     ("a generator of tuples", lambda s, k: (tuple(_set(s, e)) for e in range(k)), None),
@@ -154,6 +225,8 @@ ORDERS = [  # s: the sampler, e: the epoch, k: the number of epochs
     ("one epoch", lambda s, k: [list(s)], "returned 1 order(s)"),
     ("one flat list", lambda s, k: list(s), "returned a list of 10 items"),
     ("the sampler", lambda s, k: [s] * k, "returned a list of 3 items"),
+    ("its own randperm", _own_permutation, "no shuffle of your own"),
+    ("a new sampler, seed=epoch", _new_sampler_per_epoch, "no new sampler"),
 ]
 
 
@@ -212,6 +285,8 @@ LAUNCH = [  # n: nnodes, g: gpus_per_node, e: endpoint, j: job_id
         "--nproc-per-node is 1, not 4",
     ),
     ("ints", lambda n, g, e, j: ["--nnodes", n], "some arguments are int, not strings"),
+    ("no script", _args(lambda a: a[:-1]), "name no script"),
+    ("script first", _args(lambda a: [a[-1], *a[:-1]]), "put torchrun's options first"),
     ("static rendezvous", _line(STATIC), "add --rdzv-backend=c10d"),
     ("backend static", _args(lambda a: [*a[:3], "--rdzv-backend=static", *a[4:]]), "is static"),
     ("unknown option", _args(lambda a: ["--gpus=4", *a]), "torchrun says: unrecognized arguments"),

@@ -171,6 +171,14 @@ def test_the_precision_follows_what_the_device_computes(
     assert precision.why
 
 
+def test_the_fp16_pick_names_the_call_that_found_no_native_bf16(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation: False)
+    precision = fastpath.choose_precision("cuda")
+    assert precision.dtype == torch.float16
+    assert "torch.cuda.is_bf16_supported(including_emulation=False)" in precision.why
+
+
 def test_autocast_runs_the_forward_in_bf16_and_returns_float32():
     model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(), nn.Linear(4 * 6 * 6, 10))
     seen = {}

@@ -42,7 +42,7 @@ def _item(value: Any) -> Any:
     return value
 
 
-# ---- exercise 1: ddp_train --------------------------------------------------------------------
+# ---- exercise 2: ddp_train --------------------------------------------------------------------
 
 _SIZE = 19  # samples: 10 per process, the last index repeated, in batches of 4, 4 and 2
 _BATCH = 4
@@ -102,17 +102,25 @@ def _orders(rank: int, epochs: range) -> list[list[int]]:
     return orders
 
 
-def _reference() -> dict[str, torch.Tensor]:
-    """The weights after one process trains on both shares, each step on both ranks' batches."""
+def _reference(loss_scale: float = 1.0) -> dict[str, torch.Tensor]:
+    """The weights after one process trains on both shares, each step on both ranks' batches.
+
+    ``loss_scale`` multiplies each loss: a learner who divides the loss by the number of processes
+    trains as ``_reference(1 / _WORLD)`` does."""
     model, loss_fn, optimizer, data, epochs = _setup(0)
     for epoch in range(epochs):
         shares = [_orders(rank, [epoch])[0] for rank in range(_WORLD)]
         for start in range(0, len(shares[0]), _BATCH):
             indices = [i for share in shares for i in share[start : start + _BATCH]]
             optimizer.zero_grad()
-            loss_fn(model(data.tensors[0][indices]), data.tensors[1][indices]).backward()
+            loss = loss_fn(model(data.tensors[0][indices]), data.tensors[1][indices])
+            (loss * loss_scale).backward()
             optimizer.step()
     return model.state_dict()
+
+
+def _same_weights(first: dict[str, torch.Tensor], second: dict[str, torch.Tensor]) -> bool:
+    return all(torch.allclose(first[key], second[key], atol=1e-6) for key in second)
 
 
 def _check_reads(rank: int, reads: list[int]) -> None:
@@ -120,17 +128,12 @@ def _check_reads(rank: int, reads: list[int]) -> None:
     expected = _orders(rank, range(_EPOCHS))
     if reads == sum(expected, []):
         return
-    share = len(expected[0])
     if not reads:
         fail(
             f"process {rank} read no sample in this process",
             "load the batches here, with no worker processes (num_workers=0)",
         )
-    if len(reads) == _SIZE * _EPOCHS:
-        fail(
-            f"process {rank} read all {_SIZE} samples each epoch, not its share of {share}",
-            "give the DataLoader sampler=DistributedSampler(dataset)",
-        )
+    _check_share(rank, reads)
     if reads == expected[0] * _EPOCHS:
         fail(
             "every epoch had the same order",
@@ -145,8 +148,12 @@ def _check_reads(rank: int, reads: list[int]) -> None:
             "keep DistributedSampler's shuffle=True, its default",
         )
     if reads == sum(_orders(rank, range(1, _EPOCHS + 1)), []):
-        fail("the orders are those of epochs 1 and 2", "number the epochs from 0: range(epochs)")
-    if sorted(reads[:share]) == sorted(expected[0]):
+        fail(
+            f"process {rank} read epochs 1 and 2's orders: epochs numbered from 1, or "
+            f"seed={rank} given to its sampler",
+            "number the epochs from 0, and give every process the same seed (the default)",
+        )
+    if sorted(reads[: len(expected[0])]) == sorted(expected[0]):
         fail(
             f"process {rank} read its share in another order than the sampler's",
             "let DistributedSampler shuffle (its default) and set_epoch(epoch) each epoch",
@@ -155,6 +162,31 @@ def _check_reads(rank: int, reads: list[int]) -> None:
         f"process {rank} read {short(reads, 50)}, not its share",
         "give the DataLoader sampler=DistributedSampler(dataset), nothing else",
     )
+
+
+def _check_share(rank: int, reads: list[int]) -> None:
+    """Whether ``rank`` read another share than its own: all of the data, part, or another's."""
+    expected = _orders(rank, range(_EPOCHS))
+    share = len(expected[0])
+    if len(reads) == _SIZE * _EPOCHS:
+        fail(
+            f"process {rank} read all {_SIZE} samples each epoch, not its share of {share}",
+            "give the DataLoader sampler=DistributedSampler(dataset), which reads the rank from "
+            "the group (no num_replicas=1)",
+        )
+    kept = share - share % _BATCH
+    if reads == sum((order[:kept] for order in expected), []):
+        fail(
+            f"process {rank} read {kept} of its {share} samples each epoch: the last, shorter "
+            "batch was dropped",
+            "leave drop_last out of the DataLoader (its default is False)",
+        )
+    if rank > 0 and reads == sum(_orders(0, range(_EPOCHS)), []):
+        fail(
+            f"process {rank} read process 0's share: its sampler was given rank 0 (LOCAL_RANK "
+            "counts on one machine only)",
+            "leave the rank to DistributedSampler, or give it dist.get_rank()",
+        )
 
 
 def _check_sizes(rank: int, sizes: list[int]) -> None:
@@ -188,15 +220,29 @@ def _check_returned(report: dict[str, Any], rank: int) -> None:
 
 
 def _check_trained(reports: list[dict[str, Any]]) -> None:
-    first, second = (report["weights"] for report in reports)
-    if any(not torch.equal(first[key], second[key]) for key in first):
+    weights = [report["weights"] for report in reports]
+    start = _model().state_dict()
+    unchanged = [rank for rank, own in enumerate(weights) if _same_weights(own, start)]
+    if unchanged and len(unchanged) < len(weights):
+        fail(
+            f"process {unchanged[0]}'s weights never changed, while the others' did",
+            "run the same steps in every process: optimizer.step() on every rank, not only on "
+            "rank 0",
+        )
+    first = weights[0]
+    if any(not torch.equal(first[key], other[key]) for other in weights[1:] for key in first):
         fail(
             "the two processes ended with different weights",
-            "wrap the model in DistributedDataParallel, which averages the gradients",
+            "wrap the model in DistributedDataParallel, which averages the gradients, and step "
+            "the optimizer in every process",
         )
-    reference = _reference()
-    close = all(torch.allclose(first[key], reference[key], atol=1e-6) for key in reference)
-    if not close:
+    if _same_weights(first, _reference(1 / _WORLD)):
+        fail(
+            f"the steps were {_WORLD} times too small: the loss was divided by the number of "
+            "processes",
+            "use the loss as it is: DistributedDataParallel already averages the gradients",
+        )
+    if not _same_weights(first, _reference()):
         fail(
             "the weights differ from one process's training on both shares",
             "per batch: zero_grad(), the loss of the DDP model's output, backward(), step()",
@@ -245,7 +291,11 @@ def _check_outcomes(outcomes: list[Outcome]) -> None:
     "processes, in batches of 4, and return the plain model's state_dict"
 )
 def check_ddp_train(ddp_train: Callable) -> str:
-    outcomes = run_in_processes(ddp_train, _setup, _report, world_size=_WORLD, told=_DDP_TOLD)
+    # Two machines of one process each, as the notebook's two-machine launch: LOCAL_RANK is 0 in
+    # both, so a sampler given LOCAL_RANK for its rank reads the same share twice.
+    outcomes = run_in_processes(
+        ddp_train, _setup, _report, world_size=_WORLD, per_machine=1, told=_DDP_TOLD
+    )
     show_printed(outcomes)
     _check_outcomes(outcomes)
     return (
@@ -254,13 +304,42 @@ def check_ddp_train(ddp_train: Callable) -> str:
     )
 
 
-# ---- exercise 2: orders_for_epochs ------------------------------------------------------------
+# ---- exercise 1: orders_for_epochs ------------------------------------------------------------
 
 
 def _sampler(epoch: int = 0) -> DistributedSampler:
     sampler = DistributedSampler(range(20), num_replicas=2, rank=1, shuffle=True, seed=0)
     sampler.set_epoch(epoch)
     return sampler
+
+
+# Other samplers an answer must list as they are: a seed other than 0, a length the processes do
+# not share evenly (the sampler repeats the first samples), no shuffling. An answer that makes its
+# own order, or a new sampler, can match the first sampler by chance; not these.
+_OTHER_SAMPLERS = (
+    {"num_replicas": 3, "rank": 2, "seed": 7},
+    {"num_replicas": 2, "rank": 0, "shuffle": False, "seed": 0},
+)
+_OTHER_LENGTH = 21
+
+
+def _check_other_samplers(orders_for_epochs: Callable) -> None:
+    for options in _OTHER_SAMPLERS:
+        expected = []
+        for epoch in range(3):
+            sampler = DistributedSampler(range(_OTHER_LENGTH), **options)
+            sampler.set_epoch(epoch)
+            expected.append(list(sampler))
+        given = DistributedSampler(range(_OTHER_LENGTH), **options)
+        answer = Machine.cpu().run(orders_for_epochs, given, 3, consume=100)
+        orders = [_ints(order) for order in answer] if isinstance(answer, list | tuple) else []
+        if orders != expected:
+            named = ", ".join(f"{key}={value}" for key, value in options.items())
+            fail(
+                f"on DistributedSampler(range({_OTHER_LENGTH}), {named}) the orders are wrong",
+                "list the sampler given, after set_epoch(epoch): no new sampler, no shuffle of "
+                "your own",
+            )
 
 
 @exercise(
@@ -294,6 +373,7 @@ def check_orders_for_epochs(orders_for_epochs: Callable) -> str:
             f"the order of epoch {wrong[0]} is not the sampler's",
             "call set_epoch(epoch), then list it",
         )
+    _check_other_samplers(orders_for_epochs)
     return "set_epoch gives each epoch its own shuffle, the same on every rank"
 
 
@@ -317,6 +397,8 @@ def _parse(launch_args: Callable, *inputs: Any) -> Any:
         fail(f"some arguments are {', '.join(kinds)}, not strings", "write each as a string")
     if list(answer[:1]) == ["torchrun"]:
         fail("the list starts with the word 'torchrun'", "return only its arguments")
+    if not any(part.endswith(".py") for part in answer) and "-m" not in answer:
+        fail("the arguments name no script", "end with the script, 'ddp_train.py'")
     if "--standalone" in answer:
         fail(
             "--standalone is for one machine (it makes up a rendezvous)",
@@ -328,7 +410,7 @@ def _parse(launch_args: Callable, *inputs: Any) -> Any:
 
 
 def _refused_by_torchrun(why: str) -> None:
-    fail(f"torchrun says: {short(why, 60)}", "use torchrun's own options")
+    fail(f"torchrun says: {short(why, 200)}", "use torchrun's own options")
 
 
 def _wrong_settings(parsed: Any, nnodes: int, gpus: int, endpoint: str, job_id: str) -> list[str]:
@@ -345,6 +427,15 @@ def _wrong_settings(parsed: Any, nnodes: int, gpus: int, endpoint: str, job_id: 
         if f"{got}" not in right:
             wrong.append(f"--{option} is {short(got, 20)}, not {right[0]}")
     return wrong
+
+
+_TORCHRUN_OPTIONS = {
+    "--nnodes",
+    "--nproc-per-node",
+    "--rdzv-backend",
+    "--rdzv-endpoint",
+    "--rdzv-id",
+}
 
 
 def _without_backend(answer: list[str]) -> bool:
@@ -364,6 +455,19 @@ def check_launch_args(launch_args: Callable) -> str:
         )
     if parsed.module or parsed.training_script.split("/")[-1] != "ddp_train.py":
         fail("the arguments do not end with the script ddp_train.py", "end with 'ddp_train.py'")
+    after_script = [part for part in parsed.training_script_args if part.startswith("--")]
+    if any(part.split("=")[0].replace("_", "-") in _TORCHRUN_OPTIONS for part in after_script):
+        fail(
+            "torchrun's options come after the script, so torchrun hands them to the script",
+            "put torchrun's options first and the script last",
+        )
+    if not _without_backend(Machine.cpu().run(launch_args, *inputs)) and (
+        parsed.rdzv_backend != "c10d"
+    ):
+        fail(
+            f"--rdzv-backend is {short(parsed.rdzv_backend, 20)}, not c10d",
+            "use --rdzv-backend=c10d, which numbers the machines itself",
+        )
     if _without_backend(Machine.cpu().run(launch_args, *inputs)):
         fail(
             "without --rdzv-backend torchrun uses a static rendezvous, where every machine needs "

@@ -52,6 +52,7 @@ class _Job:
     setup: Callable[[int], tuple]
     report: Callable[[int, tuple, Any], dict[str, Any]]
     told: tuple[Told, ...]
+    per_machine: int  # processes per machine: LOCAL_RANK counts within one
 
 
 TIMEOUT = 60.0  # seconds for all processes; the check's run takes about 3
@@ -69,9 +70,14 @@ def run_in_processes(
     report: Callable[[int, tuple, Any], dict[str, Any]],
     *,
     world_size: int = 2,
+    per_machine: int | None = None,
     told: tuple[Told, ...] = (),
 ) -> list[Outcome]:
     """Run ``function(*setup(rank))`` in ``world_size`` processes; one ``Outcome`` per rank.
+
+    The processes play ``world_size / per_machine`` machines of ``per_machine`` processes each
+    (default: one machine of all of them), so ``LOCAL_RANK`` differs from ``RANK`` past the first
+    machine, as under torchrun on several machines.
 
     ``report(rank, arguments, result)`` runs in each process after the function and returns what
     the check needs (plain values and tensors). A failure of the function is told as a sentence
@@ -82,7 +88,10 @@ def run_in_processes(
             "this process is in a process group already, which the check's processes would share",
             "call dist.destroy_process_group() before the check",
         )
-    job = _Job(function, setup, report, told)
+    per_machine = per_machine or world_size
+    if world_size % per_machine:
+        raise ValueError(f"{world_size} processes do not fill machines of {per_machine} each")
+    job = _Job(function, setup, report, told, per_machine)
     context = multiprocessing.get_context("fork")
     port = _free_port()
     pipes = [context.Pipe(duplex=False) for _ in range(world_size)]
@@ -151,9 +160,10 @@ def _child(job: _Job, rank: int, world_size: int, port: int, pipe: Connection) -
     torch.set_num_threads(1)  # a forked process must not use the parent's thread pool
     os.environ.update(
         RANK=str(rank),
-        LOCAL_RANK=str(rank),
+        LOCAL_RANK=str(rank % job.per_machine),
+        GROUP_RANK=str(rank // job.per_machine),
         WORLD_SIZE=str(world_size),
-        LOCAL_WORLD_SIZE=str(world_size),
+        LOCAL_WORLD_SIZE=str(job.per_machine),
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
     )
