@@ -287,12 +287,11 @@ _MEASURE_VIEW = """() => {
   return {texts, images, toasts};
 }""".replace("PANEL", _PANEL)
 
-# Where each view scrolls to: the top, the first figure, the section before the summary (the
-# exercises).
+# Where each view scrolls to: the top, the first figure, the exercises ("Try it yourself").
 _VIEW_TARGETS = {
     "first-screen": f"{_PANEL} .jp-Notebook .jp-Cell >> nth=0",
     "plot": f"{_PANEL} .jp-OutputArea-output img >> nth=0",
-    "exercises": f"{_PANEL} .jp-MarkdownOutput h2 >> nth=-2",
+    "exercises": f"{_PANEL} .jp-MarkdownOutput h2:has-text('Try it yourself') >> nth=0",
 }
 _KERNEL_READY = """() => Array.from(document.querySelectorAll('.jp-StatusBar-TextItem'))
   .some(item => / \\| Idle$/.test(item.textContent) && !item.textContent.startsWith('No Kernel'))"""
