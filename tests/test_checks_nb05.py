@@ -24,6 +24,8 @@ def _ddp(**change):
     loader_options = change.get("loader", {"batch_size": 4})
     epoch_of = change.get("epoch", lambda epoch: epoch)
     destroy = change.get("destroy", True)
+    loss_divisor = change.get("loss_divisor", lambda: 1)
+    steps_on = change.get("steps_on", lambda rank: True)
     returned = change.get("returned", lambda model, ddp_model: model.state_dict())
 
     def ddp_train(model, loss_fn, optimizer, dataset, epochs):
@@ -37,8 +39,10 @@ def _ddp(**change):
                 sampler.set_epoch(epoch_of(epoch))
             for inputs, targets in loader:
                 optimizer.zero_grad()
-                loss_fn(ddp_model(inputs), targets).backward()
-                optimizer.step()
+                loss = loss_fn(ddp_model(inputs), targets) / loss_divisor()
+                loss.backward()
+                if steps_on(dist.get_rank()):
+                    optimizer.step()
         if destroy:
             dist.destroy_process_group()
         return returned(model, ddp_model)
@@ -77,38 +81,6 @@ def _one_replica(dataset):
     return DistributedSampler(dataset, num_replicas=1, rank=0)
 
 
-def _rank_0_steps_alone(model, loss_fn, optimizer, dataset, epochs):
-    """Steps the optimizer only on rank 0, as a learner who saves only on rank 0 may also do."""
-    dist.init_process_group("gloo")
-    ddp_model = DistributedDataParallel(model)
-    sampler = DistributedSampler(dataset)
-    for epoch in range(epochs):
-        sampler.set_epoch(epoch)
-        for inputs, targets in DataLoader(dataset, batch_size=4, sampler=sampler):
-            optimizer.zero_grad()
-            loss_fn(ddp_model(inputs), targets).backward()
-            if dist.get_rank() == 0:
-                optimizer.step()
-    dist.destroy_process_group()
-    return model.state_dict()
-
-
-def _loss_divided(model, loss_fn, optimizer, dataset, epochs):
-    """Divides the loss by the number of processes, as if DDP summed the gradients."""
-    dist.init_process_group("gloo")
-    ddp_model = DistributedDataParallel(model)
-    sampler = DistributedSampler(dataset)
-    for epoch in range(epochs):
-        sampler.set_epoch(epoch)
-        for inputs, targets in DataLoader(dataset, batch_size=4, sampler=sampler):
-            optimizer.zero_grad()
-            loss = loss_fn(ddp_model(inputs), targets) / dist.get_world_size()
-            loss.backward()
-            optimizer.step()
-    dist.destroy_process_group()
-    return model.state_dict()
-
-
 def _one_rank_skips_a_collective(model, loss_fn, optimizer, dataset, epochs):
     dist.init_process_group("gloo")
     if dist.get_rank() == 0:
@@ -137,8 +109,12 @@ DDP = [
     ("num_replicas=1", _ddp(sampler=_one_replica), "(no num_replicas=1)"),
     ("rank=LOCAL_RANK", _ddp(sampler=_rank_from_local_rank), "read process 0's share"),
     ("drop_last=True", _ddp(loader={"batch_size": 4, "drop_last": True}), "leave drop_last out"),
-    ("step on rank 0 only", _rank_0_steps_alone, "optimizer.step() on every rank"),
-    ("loss divided by 2", _loss_divided, "DistributedDataParallel already averages"),
+    ("step on rank 0 only", _ddp(steps_on=lambda rank: rank == 0), "step() on every rank"),
+    (
+        "loss divided by the world size",
+        _ddp(loss_divisor=dist.get_world_size),
+        "DistributedDataParallel already averages",
+    ),
     (
         "a collective on one rank",
         _one_rank_skips_a_collective,
