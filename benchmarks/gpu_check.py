@@ -182,7 +182,6 @@ def part_tests(folder: Path, selection: list[str]) -> dict:
         "pytest",
         *tests,
         "--ignore=tests/test_browser.py",
-        "--ignore=tests/test_browser_second_half.py",
         "-p",
         "no:cacheprovider",
     ]

@@ -141,7 +141,7 @@ def reusable(copy_path: Path, notebook: Path, quick: bool) -> bool:
         return False
     run = json.loads(copy_path.read_text(encoding="utf-8"))["metadata"].get(RUN_KEY, {})
     wanted = {"quick": quick, "notebook": digest(notebook), "complete": True}
-    return run == wanted
+    return all(run.get(key) == value for key, value in wanted.items())
 
 
 def executed_notebooks(folder: Path, reuse: Path | None, quick: bool, jobs: int) -> list[Path]:

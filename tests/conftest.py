@@ -25,7 +25,18 @@ def _clean_course_env(monkeypatch):
 NBVAL_OUTPUT_TIMEOUT = 60  # seconds
 
 
+def _run_order(item) -> int:
+    """Where ``item``'s file goes in the run. `make test`'s workers (pytest-xdist, ``--dist
+    loadfile --no-loadscope-reorder``) take whole files in this order: the notebooks first, then
+    the browser test (the longest file), then the site's test, which builds its pages from the
+    notebooks' runs, then the rest."""
+    if item.path.suffix == ".ipynb":
+        return 0
+    return {"test_browser.py": 1, "test_site.py": 2}.get(item.path.name, 3)
+
+
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=_run_order)  # a stable sort: each file keeps its own order
     fonts = None
     for item in items:
         if hasattr(item, "output_timeout"):  # an nbval cell: after it ran, nbval waits for its last

@@ -2,9 +2,11 @@
 
 `conftest.py` calls ``keep`` for every notebook cell that nbval runs. After each cell, the copy of
 its notebook in ``test-output/executed/`` gets the cell's outputs. Its metadata says whether every
-cell so far ran (``complete``), in which mode, and which notebook file ran (its SHA-256). The
-site's build (``book/make_site.py --executed``) takes a copy only when it is complete and the
-notebook is unchanged; it runs the others itself. nbval keeps no widget state, so the kernel's comm
+cell so far ran (``complete``), in which mode, which notebook file ran (its SHA-256), which test
+run wrote it and how many cells that run has run. The site's build (``book/make_site.py
+--executed``) takes a copy only when it is complete and the notebook is unchanged; it runs the
+others itself. `test_site.py` runs beside nbval in `make test`: ``ran_in_this_run`` tells it when a
+notebook's run is over. nbval keeps no widget state, so the kernel's comm
 messages are followed here (``book/widget_state.py``), and a progress bar shows its last state.
 """
 
@@ -13,6 +15,7 @@ import hashlib
 import json
 import os
 import sys
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,6 +24,11 @@ sys.path.insert(0, str(ROOT / "book"))
 from widget_state import WidgetState  # noqa: E402
 
 RUN_KEY = "course_run"  # as book/make_site.py reads it
+# The test run: pytest-xdist's id, the same in every worker; without xdist, one made here, kept in
+# the environment so that every import of this module in this process agrees.
+TEST_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID") or os.environ.setdefault(
+    "COURSE_TEST_RUN", uuid.uuid4().hex
+)
 
 
 class _Copy:
@@ -47,9 +55,24 @@ class _Copy:
             "quick": self.quick,
             "notebook": self.digest,
             "complete": complete,
+            "test_run": TEST_RUN,
+            "cells_run": self.count,
         }
         FOLDER.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(json.dumps(self.notebook, ensure_ascii=False), encoding="utf-8")
+        # Written whole, then renamed: the site's test may read it at any moment.
+        partial = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+        partial.write_text(json.dumps(self.notebook, ensure_ascii=False), encoding="utf-8")
+        partial.replace(self.path)
+
+
+def ran_in_this_run(path: Path, cells: int) -> bool:
+    """Whether this test run has run ``cells`` cells of the notebook whose copy is ``path``
+    (failed ones included): its nbval run is over."""
+    try:
+        run = json.loads(path.read_text(encoding="utf-8"))["metadata"][RUN_KEY]
+    except (OSError, ValueError, KeyError):
+        return False
+    return run.get("test_run") == TEST_RUN and run.get("cells_run", 0) >= cells
 
 
 def keep(cell) -> None:

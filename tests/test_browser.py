@@ -1,17 +1,16 @@
 """The notebooks in a real browser: JupyterLab started by `make lab`, each notebook in Chromium.
 
-Three notebooks are run here (Run All Cells, `COURSE_QUICK=1`): between them they show every kind of
-output the course has (progress bars, a figure at full width and one scaled down to fit, the
-exercises' checks). Every code cell must have run, and no cell may show an error or print on stderr
-(a warning reads as a failure to a student). The other notebooks are opened as a class first sees
-them, not run: nbval runs every notebook, and `conftest.py` checks there, from the kernel, what this
-test checks of the runs here (stderr, and the figures' text as shown, with the output width measured
-here). On three screens a teacher shows (the first screen, the first figure, the exercises) no
-notification may cover the page and the text, the notebook's and the figures', must be large enough
-to read. The kernels record every figure's text size too (`figure_fonts.py`): none under 10 pt.
-Nothing is saved. Screenshots, JupyterLab's log and `summary.txt` go to `test-output/browser/`. This
-file takes every other notebook, `test_browser_second_half.py` the rest, so that `make test`'s two
-workers share them.
+One notebook is run here (Run All Cells, `COURSE_QUICK=1`): 01, which shows progress bars, a figure
+scaled down to fit and the exercises' checks. A small notebook written here adds an error, a
+warning, a widget that cannot be displayed and a figure narrower than the output area. Every code
+cell must have run, and no cell may show an error or print on stderr (a warning reads as a failure
+to a student). The other notebooks are opened as a class first sees them, not run: nbval runs every
+notebook, and `conftest.py` checks there, from the kernel, what this test checks of the runs here
+(stderr, and the figures' text as shown, with the output width measured here). On three screens a
+teacher shows (the first screen, the first figure, the exercises) no notification may cover the
+page and the text, the notebook's and the figures', must be large enough to read. The kernels
+record every figure's text size too (`figure_fonts.py`): none under 10 pt. Nothing is saved.
+Screenshots, JupyterLab's log and `summary.txt` go to `test-output/browser/`.
 
 Needs Debian's Chromium (or `COURSE_CHROMIUM=/path/to/chromium`) and Playwright; without them the
 tests skip, unless `COURSE_REQUIRE_BROWSER=1` (CI). Time limits: `COURSE_BROWSER_TIMEOUT` seconds
@@ -42,7 +41,7 @@ from labdriver import (
 )
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-RUN_HERE = {"00_devices_and_tensors.ipynb", "01_cuda_method.ipynb", "06_performance.ipynb"}
+RUN_HERE = {"01_cuda_method.ipynb"}
 OUTPUT = ROOT / "test-output" / "browser"
 SCRATCH = (
     ROOT / "notebooks" / "test-output"
@@ -96,13 +95,10 @@ def deadline(chromium):
 
 
 @pytest.fixture(scope="module")
-def summary(chromium, request):
-    """Writes a line to summary.txt (summary-second-half.txt for the other file) and prints it."""
+def summary(chromium):
+    """Writes a line to summary.txt and prints it."""
     OUTPUT.mkdir(parents=True, exist_ok=True)
-    path = (
-        OUTPUT
-        / f"summary{request.module.__name__.removeprefix('test_browser').replace('_', '-')}.txt"
-    )
+    path = OUTPUT / "summary.txt"
     path.write_text("")
 
     def write(line: str) -> None:
@@ -110,7 +106,6 @@ def summary(chromium, request):
             file.write(line + "\n")
         print(line)
 
-    write.part = path.stem.removeprefix("summary")
     return write
 
 
@@ -119,9 +114,7 @@ def lab(chromium, deadline, summary, tmp_path_factory):
     fonts = tmp_path_factory.mktemp(
         "figure-fonts"
     )  # where the kernels record their figures' text sizes
-    server = LabServer(
-        tmp_path_factory.mktemp("lab"), OUTPUT / f"lab{summary.part}.log", env=kernel_env(fonts)
-    )
+    server = LabServer(tmp_path_factory.mktemp("lab"), OUTPUT / "lab.log", env=kernel_env(fonts))
     server.fonts = fonts
     started = time.monotonic()
     try:
@@ -166,7 +159,8 @@ def browser(chromium, summary):
 
 def test_the_checks_fail_on_errors_and_on_cells_never_run(lab, browser, deadline, summary):
     """An error, a widget that cannot be displayed and the cells never run are reported; a warning
-    on stderr and a working progress bar are not."""
+    on stderr, a working progress bar and a figure are not. The figure, narrower than the output
+    area, is shown at its own width (01's, wider, is scaled down to the area)."""
     folder = f"browser-{os.getpid()}"  # two runs at once do not share it
     path = SCRATCH / folder / "deliberate_error.ipynb"
     widget = {"model_id": "no-such-model", "version_major": 2, "version_minor": 0}
@@ -176,6 +170,8 @@ def test_the_checks_fail_on_errors_and_on_cells_never_run(lab, browser, deadline
             "print('this cell works')",
             "import warnings\n\nwarnings.warn('only a warning: stderr text, not an error')",
             "from tqdm.auto import tqdm\n\nfor _ in tqdm(range(3)):\n    pass",
+            "import matplotlib.pyplot as plt\n\nplt.figure(figsize=(4, 2.5), dpi=100)\n"
+            "plt.plot([0, 1], [0, 1])\nplt.show()",
             f"import ipywidgets\nfrom IPython.display import display\n\n"
             f"display({{'application/vnd.jupyter.widget-view+json': {widget!r}}}, raw=True)",
             "raise ValueError('deliberate failure for the browser test')",
@@ -202,12 +198,20 @@ def test_the_checks_fail_on_errors_and_on_cells_never_run(lab, browser, deadline
     summary(f"check_deliberate_error.ipynb: {run.seconds:.1f} s; problems found: {run.problems()}")
     assert run.finished
     assert run.errors == [
-        "cell 4: Error displaying widget: model not found",
-        "cell 5: ValueError: deliberate failure for the browser test",
+        "cell 5: Error displaying widget: model not found",
+        "cell 6: ValueError: deliberate failure for the browser test",
     ]
-    assert run.not_run == [6] and len(run.problems()) == 3
+    assert run.not_run == [7] and len(run.problems()) == 3
     assert len(run.stderr) == 1 and "only a warning" in run.stderr[0], run.stderr
     assert run.screenshot.stat().st_size > 0
+    (image,) = next(view for view in run.views if view.name == "plot").images
+    natural = image["natural"][0]
+    shown = image["shown"][0]
+    room = image["room"]
+    assert natural < room and abs(shown - natural) <= 1, f"a {natural} px figure, shown {image}"
+    assert abs(room - OUTPUT_WIDTH_PX) <= 1, (
+        f"the output area is {room:g} px; figure_fonts.OUTPUT_WIDTH_PX is {OUTPUT_WIDTH_PX:g}"
+    )
 
 
 def _figure_px(view, figures) -> list[tuple[float, str]]:
@@ -224,12 +228,8 @@ def _figure_px(view, figures) -> list[tuple[float, str]]:
     return shown
 
 
-@pytest.mark.parametrize("notebook", NOTEBOOKS[0::2], ids=lambda p: p.name)
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_runs_in_jupyterlab(notebook, lab, browser, deadline, summary):
-    check_notebook_in_jupyterlab(notebook, lab, browser, deadline, summary)
-
-
-def check_notebook_in_jupyterlab(notebook, lab, browser, deadline, summary):
     """Run ``notebook`` in JupyterLab, or open it, and check what a class sees.
 
     What is checked is in the module's docstring."""

@@ -1,14 +1,15 @@
 """The course's website (`make site`, book/make_site.py), built and read in headless Chromium.
 
-The site is built in quick mode into `test-output/site/`. `make test` runs this file after the
-notebooks: nbval's runs of them are kept in `test-output/executed/` (`executed_copies.py`), and the
-build takes each one that is complete and whose notebook has not changed since; it executes the
-others itself (all eight, run alone: about 4 minutes on 2 cores). Then every page is opened at a
-phone's width and at a projector's: no console error, no request that leaves the machine, no page
-wider than the screen, every internal link and every image resolves. Each notebook page shows its
-outputs (and, without a GPU, each GPU cell's recorded output), a picture, its buttons and minutes
-at the top, proof cells folded and every other cell's code shown. Screenshots of each page's first
-screen go to `test-output/site/screens/`.
+The site is built in quick mode into `test-output/site/`. `make test` runs this file in the same
+run as the notebooks, after them (`conftest.py` orders it so): nbval's runs of them are kept in
+`test-output/executed/` (`executed_copies.py`). The build waits until each notebook of this run has
+run to its end, takes each run that is complete and whose notebook has not changed since, and
+executes the others itself (all eight, run alone: about 4 minutes on 2 cores). Then every page is
+opened at a phone's width and at a projector's: no console error, no request that leaves the
+machine, no page wider than the screen, every internal link and every image resolves. Each notebook
+page shows its outputs (and, without a GPU, each GPU cell's recorded output), a picture, its
+buttons and minutes at the top, proof cells folded and every other cell's code shown. Screenshots
+of each page's first screen go to `test-output/site/screens/`.
 """
 
 import functools
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from executed_copies import TEST_RUN, ran_in_this_run
 from labdriver import chromium_or_skip
 
 from helpers.course import REPOSITORY, TAG
@@ -37,6 +39,7 @@ from widget_state import VIEW_MIME, WidgetState, freeze  # noqa: E402
 
 OUTPUT = ROOT / "test-output" / "site"
 EXECUTED = ROOT / "test-output" / "executed"  # nbval's runs in `make test` (executed_copies.py)
+NBVAL_WAIT = 1200.0  # seconds for the notebooks of this run to end, then the build runs them itself
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 VIEWPORTS = {"phone": {"width": 390, "height": 844}, "projector": {"width": 1280, "height": 800}}
 MIN_TEXT_PX = 14.0  # the site's body text, as shown
@@ -144,14 +147,34 @@ def test_progress_bars_keep_their_last_state_and_closed_ones_go():
 # The build
 
 
+def _wait_for_nbval(items: list) -> list[str]:
+    """Wait until nbval has run every cell it was given of each notebook in this test run (in
+    another worker, under pytest-xdist); returns the notebooks still running at ``NBVAL_WAIT``."""
+    cells = {}
+    for item in items:
+        if item.path.suffix == ".ipynb":
+            cells[item.path.name] = cells.get(item.path.name, 0) + 1
+    deadline = time.monotonic() + NBVAL_WAIT
+    running = sorted(cells)
+    while running and time.monotonic() < deadline:
+        running = [name for name in running if not ran_in_this_run(EXECUTED / name, cells[name])]
+        if running:
+            time.sleep(1)
+    return running
+
+
 @pytest.fixture(scope="module")
-def site():
+def site(request):
     started = time.monotonic()
+    running = _wait_for_nbval(request.session.items)
+    waited = time.monotonic() - started
     html = make_site.build(OUTPUT, quick=True, reuse=EXECUTED, jobs=2)
     reused = [p.name for p in NOTEBOOKS if make_site.reusable(EXECUTED / p.name, p, quick=True)]
     summary = OUTPUT / "summary.txt"
     summary.write_text(
-        f"built in {time.monotonic() - started:.0f} s; nbval's runs reused for {len(reused)} of "
+        f"waited {waited:.0f} s for nbval's runs of this test run"
+        f"{f' ({len(running)} still running: {running})' if running else ''}; built in "
+        f"{time.monotonic() - started - waited:.0f} s; nbval's runs reused for {len(reused)} of "
         f"{len(NOTEBOOKS)} notebooks: {', '.join(reused) or 'none'}\n"
     )
     print(summary.read_text())
@@ -287,20 +310,16 @@ def _resolve(site: Path, base: str, address: str) -> tuple[Path, str]:
     return site / path, parsed.fragment
 
 
-def _open(browser, server, page_path: str, viewport: dict, screens: Path, problems: list):
+def _open(browser, server, page_path: str, viewport: dict, problems: list):
     """Open a page; collect console errors, failed and outside requests into ``problems``."""
     page = browser.new_page(viewport=viewport)
     name = f"{page_path} at {viewport['width']} px"
 
-    def route(request_route):
-        address = request_route.request.url
-        if address.startswith(server.base) or address.startswith("data:"):
-            request_route.continue_()
-        else:
-            problems.append(f"{name}: a request to {address}")
-            request_route.abort()
+    def request(sent):
+        if not sent.url.startswith((server.base, "data:")):
+            problems.append(f"{name}: a request to {sent.url}")
 
-    page.route("**/*", route)
+    page.on("request", request)
     page.on(
         "console", lambda m: m.type == "error" and problems.append(f"{name}: console: {m.text}")
     )
@@ -308,10 +327,14 @@ def _open(browser, server, page_path: str, viewport: dict, screens: Path, proble
     response = page.goto(server.base + page_path, wait_until="load")
     if response is None or response.status != 200:
         problems.append(f"{name}: answered {response and response.status}")
+    return page
+
+
+def _screenshot(page, page_path: str, viewport: dict) -> None:
+    screens = OUTPUT / "screens"
     screens.mkdir(parents=True, exist_ok=True)
     shot = page_path.replace("/", "_").removesuffix(".html")
     page.screenshot(path=str(screens / f"{shot}-{viewport['width']}.png"))
-    return page
 
 
 def _layout_problems(where: str, seen: dict, viewport: dict) -> list[str]:
@@ -338,26 +361,6 @@ def _link_problem(site: Path, page_path: str, address: str, base: str) -> str | 
     if fragment and path.suffix == ".html" and fragment not in _parsed(path).ids:
         return f"{page_path}: the link {address} finds no #{fragment}"
     return None
-
-
-def test_every_page_reads_on_a_phone_and_a_projector(site, server, browser):
-    problems = []
-    internal = set()
-    for page_path in _pages(site):
-        for screen, viewport in VIEWPORTS.items():
-            page = _open(browser, server, page_path, viewport, OUTPUT / "screens", problems)
-            seen = page.evaluate(_MEASURE)
-            page.close()
-            where = f"{page_path} on a {screen} ({viewport['width']} px)"
-            problems += _layout_problems(where, seen, viewport)
-            internal.update((page_path, a) for a in seen["links"] if a.startswith(server.base))
-    for page_path, address in sorted(internal):
-        problems.append(_link_problem(site, page_path, address, server.base))
-    failed = [f"{path} ({code})" for path, code in server.answers if code >= 400]
-    assert not failed, f"the server could not answer: {failed}"
-    problems = [problem for problem in problems if problem]
-    assert not problems, "\n".join(problems)
-    assert internal, "no internal link was checked"
 
 
 # The top of a notebook's page, its navigation, and the sections' minutes.
@@ -398,22 +401,53 @@ def _page_cells(page) -> list[dict]:
     )
 
 
-@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
-def test_a_notebook_page_shows_what_a_student_sees(site, server, browser, notebook):
+@pytest.fixture(scope="module")
+def visits(site, server, browser):
+    """Every page, opened at a phone's width and at a projector's: what each showed, and the
+    problems met on the way. A notebook's page is read at the projector's width too."""
+    seen = {}
     problems = []
-    page = _open(
-        browser,
-        server,
-        f"notebooks/{notebook.stem}.html",
-        VIEWPORTS["projector"],
-        OUTPUT / "screens-cells",
-        problems,
-    )
-    assert not problems, problems
+    for page_path in _pages(site):
+        seen[page_path] = {}
+        for screen, viewport in VIEWPORTS.items():
+            page = _open(browser, server, page_path, viewport, problems)
+            seen[page_path][screen] = page.evaluate(_MEASURE)
+            _screenshot(page, page_path, viewport)
+            if screen == "projector" and page_path.startswith("notebooks/"):
+                seen[page_path]["cells"] = _page_cells(page)
+                seen[page_path]["top"] = page.evaluate(_TOP)
+            page.close()
+    return seen, problems
+
+
+def test_every_page_reads_on_a_phone_and_a_projector(site, server, visits):
+    seen, problems = visits
+    problems = list(problems)
+    internal = set()
+    for page_path, screens in seen.items():
+        for screen, viewport in VIEWPORTS.items():
+            where = f"{page_path} on a {screen} ({viewport['width']} px)"
+            problems += _layout_problems(where, screens[screen], viewport)
+            links = screens[screen]["links"]
+            internal.update((page_path, a) for a in links if a.startswith(server.base))
+    for page_path, address in sorted(internal):
+        problems.append(_link_problem(site, page_path, address, server.base))
+    failed = [f"{path} ({code})" for path, code in server.answers if code >= 400]
+    assert not failed, f"the server could not answer: {failed}"
+    problems = [problem for problem in problems if problem]
+    assert not problems, "\n".join(problems)
+    assert internal, "no internal link was checked"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_notebook_page_shows_what_a_student_sees(site, visits, notebook):
+    pages, problems = visits
+    page_path = f"notebooks/{notebook.stem}.html"
+    assert not [problem for problem in problems if problem.startswith(page_path)], problems
     code = [cell for cell in _cells(notebook) if cell["cell_type"] == "code"]
     shown = _cells(OUTPUT / "source" / "notebooks" / notebook.name)  # as the page was built
     shown = [cell for cell in shown if cell["cell_type"] == "code"]
-    cells = _page_cells(page)
+    cells = pages[page_path]["cells"]
     assert len(cells) == len(code) == len(shown), (len(cells), len(code), len(shown))
 
     # Outputs: every output the run made, on the page; no error, no stderr
@@ -445,8 +479,7 @@ def test_a_notebook_page_shows_what_a_student_sees(site, server, browser, notebo
             assert recorded in output, f"{cell['id']}: the recorded {recorded!r} is not shown"
 
     # A picture, and the buttons, objectives and minutes at the top
-    top = page.evaluate(_TOP)
-    page.close()
+    top = pages[page_path]["top"]
     assert top["pictures"] >= 1, f"{notebook.name}: no picture on its page"
     assert top["buttonsTop"] < VIEWPORTS["projector"]["height"], (
         "the buttons are below the first screen"
@@ -480,14 +513,7 @@ def test_search_finds_a_notebook(site, server, browser):
     )
     word = max(re.findall(r"[A-Za-z]{5,}", "".join(title["source"]).splitlines()[0]), key=len)
     problems = []
-    page = _open(
-        browser,
-        server,
-        f"search.html?q={word}",
-        VIEWPORTS["projector"],
-        OUTPUT / "screens",
-        problems,
-    )
+    page = _open(browser, server, f"search.html?q={word}", VIEWPORTS["projector"], problems)
     page.wait_for_selector("#search-results li a", timeout=30_000)
     found = page.eval_on_selector_all("#search-results li a", "links => links.map(a => a.href)")
     page.close()
@@ -505,9 +531,44 @@ def test_a_notebook_changed_since_its_run_is_not_reused(tmp_path):
     kept = tmp_path / notebook.name
     for metadata, reused in [
         (run, True),
+        ({**run, "test_run": TEST_RUN, "cells_run": 3}, True),  # as executed_copies.py writes it
         ({**run, "complete": False}, False),
         ({**run, "quick": False}, False),
         ({**run, "notebook": "0" * 64}, False),
     ]:
         kept.write_text(json.dumps({"metadata": {make_site.RUN_KEY: metadata}, "cells": []}))
         assert make_site.reusable(kept, notebook, quick=True) is reused, metadata
+
+
+def test_the_build_waits_for_this_runs_copy_of_every_cell(tmp_path):
+    kept = tmp_path / "copy.ipynb"
+    run = {"quick": True, "notebook": "0" * 64, "complete": False}
+    for metadata, over in [
+        ({**run, "test_run": TEST_RUN, "cells_run": 3}, True),
+        ({**run, "test_run": TEST_RUN, "cells_run": 4}, True),
+        ({**run, "test_run": TEST_RUN, "cells_run": 2}, False),  # a cell still to run
+        ({**run, "test_run": "an-earlier-run", "cells_run": 3}, False),
+        (run, False),  # written before copies said which run wrote them
+    ]:
+        kept.write_text(json.dumps({"metadata": {make_site.RUN_KEY: metadata}, "cells": []}))
+        assert ran_in_this_run(kept, cells=3) is over, metadata
+    kept.write_text('{"metadata": {"cour')  # half written
+    assert not ran_in_this_run(kept, cells=3)
+    assert not ran_in_this_run(tmp_path / "none.ipynb", cells=3)
+
+
+def test_the_site_test_runs_after_every_notebook():
+    """`make test`'s workers take files in the order conftest.py sorts them: the site's test builds
+    from the notebooks' runs, so it comes after each of them."""
+    from conftest import _run_order
+
+    files = [ROOT / "tests" / "test_site.py", ROOT / "tests" / "test_data.py", *NOTEBOOKS]
+    files.append(ROOT / "tests" / "test_browser.py")
+    ordered = [item.path for item in sorted(map(_Item, files), key=_run_order)]
+    site_at = ordered.index(ROOT / "tests" / "test_site.py")
+    assert set(ordered[:site_at]) >= set(NOTEBOOKS), ordered
+
+
+class _Item:
+    def __init__(self, path: Path):
+        self.path = path
