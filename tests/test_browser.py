@@ -36,6 +36,7 @@ from labdriver import (
     VIEWPORT,
     LabServer,
     chromium_or_skip,
+    open_lab,
     run_notebook,
     write_notebook,
 )
@@ -228,8 +229,18 @@ def _figure_px(view, figures) -> list[tuple[float, str]]:
     return shown
 
 
+@pytest.fixture(scope="module")
+def lab_page(lab, browser):
+    """JupyterLab in one page, on the notebooks' folder: the notebooks that are only opened open
+    there, one after the other, from the file browser (one page load instead of one each)."""
+    page = open_lab(lab, browser)
+    page.wait_for_selector(".jp-DirListing-item", timeout=120_000)
+    yield page
+    page.context.close()
+
+
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_runs_in_jupyterlab(notebook, lab, browser, deadline, summary):
+def test_notebook_runs_in_jupyterlab(notebook, lab, browser, lab_page, deadline, summary):
     """Run ``notebook`` in JupyterLab, or open it, and check what a class sees.
 
     What is checked is in the module's docstring."""
@@ -239,7 +250,13 @@ def test_notebook_runs_in_jupyterlab(notebook, lab, browser, deadline, summary):
     png = OUTPUT / f"{notebook.stem}.png"
     ran = notebook.name in RUN_HERE
     run = run_notebook(
-        lab, browser, notebook.name, png, _budget(deadline, PER_NOTEBOOK), run_cells=ran
+        lab,
+        browser,
+        notebook.name,
+        png,
+        _budget(deadline, PER_NOTEBOOK),
+        run_cells=ran,
+        lab_page=None if ran else lab_page,
     )
     figures = read(lab.fonts, notebook.name)
     notes = f"; stderr (not errors): {run.stderr}" if run.stderr else ""
