@@ -4,13 +4,14 @@ One notebook is run here (Run All Cells, `COURSE_QUICK=1`): 01, which shows prog
 scaled down to fit and the exercises' checks. A small notebook written here adds an error, a
 warning, a widget that cannot be displayed and a figure narrower than the output area. Every code
 cell must have run, and no cell may show an error or print on stderr (a warning reads as a failure
-to a student). The other notebooks are opened as a class first sees them, not run: nbval runs every
-notebook, and `conftest.py` checks there, from the kernel, what this test checks of the runs here
-(stderr, and the figures' text as shown, with the output width measured here). On three screens a
-teacher shows (the first screen, the first figure, the exercises) no notification may cover the
-page and the text, the notebook's and the figures', must be large enough to read. The kernels
-record every figure's text size too (`figure_fonts.py`): none under 10 pt. Nothing is saved.
-Screenshots, JupyterLab's log and `summary.txt` go to `test-output/browser/`.
+to a student). The other notebooks are opened as a class first sees them, not run, one after the
+other in one JupyterLab page, from its file browser: nbval runs every notebook, and `conftest.py`
+checks there, from the kernel, what this test checks of the runs here (stderr, and the figures' text
+as shown, with the output width measured here). On three screens a teacher shows (the first screen,
+the first figure, the exercises) no notification may cover the page and the text, the notebook's and
+the figures', must be large enough to read. The kernels record every figure's text size too
+(`figure_fonts.py`): none under 10 pt. Nothing is saved. Screenshots, JupyterLab's log and
+`summary.txt` go to `test-output/browser/`.
 
 Needs Debian's Chromium (or `COURSE_CHROMIUM=/path/to/chromium`) and Playwright; without them the
 tests skip, unless `COURSE_REQUIRE_BROWSER=1` (CI). Time limits: `COURSE_BROWSER_TIMEOUT` seconds
