@@ -108,15 +108,8 @@ def released_notebook(path: Path, address: str, tag: str) -> str:
     return dumps(notebook)
 
 
-def release(version: str, root: Path = ROOT) -> int:
-    """Set the version everywhere and point every link and setup cell at its tag; print the git
-    commands. ``root``: the clone to release (this one by default)."""
-    if not VERSION.fullmatch(version):
-        raise SystemExit(
-            f"{version!r} is not a release version: give three numbers without a v, "
-            "e.g. make release VERSION=0.2.0"
-        )
-    tag = f"v{version}"
+def _check_clone(root: Path, tag: str, version: str) -> None:
+    """Stop unless ``root`` is a clone with nothing uncommitted, on a branch, without ``tag``."""
     status = git(root, "status", "--porcelain", "--untracked-files=no")
     if status.returncode != 0:
         raise SystemExit(
@@ -128,8 +121,25 @@ def release(version: str, root: Path = ROOT) -> int:
             "The working tree has uncommitted changes (see git status): commit or stash them "
             "first, so that the release commit holds the release alone."
         )
+    if git(root, "symbolic-ref", "--quiet", "HEAD").returncode != 0:
+        raise SystemExit(
+            "HEAD is detached (a checkout of a commit or a tag, as CI makes): `git push origin "
+            "HEAD` would push no branch. Switch to the branch you release, e.g. `git switch main`."
+        )
     if git(root, "rev-parse", "--quiet", "--verify", f"refs/tags/{tag}").returncode == 0:
         raise SystemExit(f"The tag {tag} exists already: release a higher version than {version}.")
+
+
+def release(version: str, root: Path = ROOT) -> int:
+    """Set the version everywhere and point every link and setup cell at its tag; print the git
+    commands. ``root``: the clone to release (this one by default)."""
+    if not VERSION.fullmatch(version):
+        raise SystemExit(
+            f"{version!r} is not a release version: give three numbers without a v, "
+            "e.g. make release VERSION=0.2.0"
+        )
+    tag = f"v{version}"
+    _check_clone(root, tag, version)
     address = repository(root)
     updated = {}  # every file is read and checked before any is written
     for name, pattern in (("pyproject.toml", "version = "), ("helpers/course.py", "VERSION = ")):

@@ -1,9 +1,10 @@
 """`make test` passes in every clone a contributor or a runner makes, not only in a fresh full one.
 
 A clone holding the release tag (everyone who clones after the first release), one a commit after
-it, and a shallow clone of depth 1 (what GitHub's checkout action makes). Each is made here from
-this repository, with no network, and the tests that read the clone's commits, tags or index (those
-marked ``git_refs``) run in it. The rest of the suite does not depend on git and runs here once.
+it, a shallow clone of depth 1 (what GitHub's checkout action makes) and one on no branch (what it
+checks out for a pull request). Each is made here from this repository, with no network, and the
+tests that read the clone's commits, tags or index (those marked ``git_refs``) run in it. The rest
+of the suite does not depend on git and runs here once.
 """
 
 import os
@@ -76,7 +77,19 @@ def _files_with_git_refs_tests(clone: Path) -> list[str]:
     return files
 
 
-CLONES = {"with the release tag": _tagged, "a commit after it": _after_tag, "shallow": _shallow}
+def _detached(source: Path, path: Path) -> Path:
+    """As GitHub checks out a pull request: its merge commit, on no branch."""
+    _git("clone", "-q", str(source), str(path))
+    _git("checkout", "-q", "--detach", cwd=path)
+    return path
+
+
+CLONES = {
+    "with the release tag": _tagged,
+    "a commit after it": _after_tag,
+    "shallow": _shallow,
+    "detached": _detached,
+}
 
 
 @pytest.fixture(scope="module")

@@ -66,6 +66,9 @@ def clone(tmp_path):
     """An untagged clone of this working tree, committed, whose origin is a bare repository."""
     path = tmp_path / "clone"
     _git("clone", "-q", "--no-local", str(ROOT), str(path), cwd=tmp_path)
+    # On a branch, as a maintainer releases, even where this checkout is detached (a pull request
+    # on GitHub): the clone checks out what this checkout has checked out.
+    _git("checkout", "-q", "-B", "main", cwd=path)
     # GitHub holds the history the clone was made from (in a shallow clone, the part it has).
     _git(
         "clone", "-q", "--bare", "--no-local", str(path), str(tmp_path / "github.git"), cwd=tmp_path
@@ -134,9 +137,8 @@ def test_first_release_of_a_fork_points_every_cell_and_link_at_its_address(clone
 
 
 @pytest.mark.git_refs
-def test_release_sets_the_version_everywhere_and_refuses_a_bad_version_a_dirty_tree_and_an_old_tag(
-    clone,
-):
+def test_release_sets_the_version_everywhere_and_refuses_what_it_cannot_release(clone):
+    """Refused: a bad version, uncommitted changes, a tag that exists, a detached HEAD."""
     new = "9.8.7"  # a version no test elsewhere uses
     for bad in ("9.8", "v9.8.7", ""):
         with pytest.raises(SystemExit, match=re.escape(repr(bad))):
@@ -160,6 +162,9 @@ def test_release_sets_the_version_everywhere_and_refuses_a_bad_version_a_dirty_t
     _run_printed_commands(clone, done.stdout)
     with pytest.raises(SystemExit, match=f"v{new}"):
         tool.release(new, root=clone)
+    _git("checkout", "-q", "--detach", cwd=clone)
+    with pytest.raises(SystemExit, match="git switch main"):
+        tool.release("9.8.8", root=clone)
 
 
 def test_release_refuses_a_notebook_without_the_colab_cells(clone):
