@@ -310,24 +310,38 @@ def _resolve(site: Path, base: str, address: str) -> tuple[Path, str]:
     return site / path, parsed.fragment
 
 
-def _open(browser, server, page_path: str, viewport: dict, problems: list):
-    """Open a page; collect console errors, failed and outside requests into ``problems``."""
-    page = browser.new_page(viewport=viewport)
-    name = f"{page_path} at {viewport['width']} px"
+class _Tab:
+    """One browser page at one screen size, on which page after page of the site is opened: the
+    console errors, failed answers and requests that leave the machine go into ``problems``, each
+    named by the page that was showing."""
 
-    def request(sent):
-        if not sent.url.startswith((server.base, "data:")):
-            problems.append(f"{name}: a request to {sent.url}")
+    def __init__(self, browser, server, viewport: dict, problems: list):
+        self.page = browser.new_page(viewport=viewport)
+        self.server = server
+        self.problems = problems
+        self.showing = ""
+        self.page.on("request", self._request)
+        self.page.on("console", self._console)
+        self.page.on("pageerror", self._page_error)
 
-    page.on("request", request)
-    page.on(
-        "console", lambda m: m.type == "error" and problems.append(f"{name}: console: {m.text}")
-    )
-    page.on("pageerror", lambda error: problems.append(f"{name}: page error: {error}"))
-    response = page.goto(server.base + page_path, wait_until="load")
-    if response is None or response.status != 200:
-        problems.append(f"{name}: answered {response and response.status}")
-    return page
+    def _request(self, sent) -> None:
+        if not sent.url.startswith((self.server.base, "data:")):
+            self.problems.append(f"{self.showing}: a request to {sent.url}")
+
+    def _console(self, message) -> None:
+        if message.type == "error":
+            self.problems.append(f"{self.showing}: console: {message.text}")
+
+    def _page_error(self, error) -> None:
+        self.problems.append(f"{self.showing}: page error: {error}")
+
+    def go(self, page_path: str):
+        """Open ``page_path`` of the site and wait for it to load; returns the page."""
+        self.showing = f"{page_path} at {self.page.viewport_size['width']} px"
+        response = self.page.goto(self.server.base + page_path, wait_until="load")
+        if response is None or response.status != 200:
+            self.problems.append(f"{self.showing}: answered {response and response.status}")
+        return self.page
 
 
 def _screenshot(page, page_path: str, viewport: dict) -> None:
@@ -407,16 +421,20 @@ def visits(site, server, browser):
     problems met on the way. A notebook's page is read at the projector's width too."""
     seen = {}
     problems = []
+    tabs = {
+        screen: _Tab(browser, server, viewport, problems) for screen, viewport in VIEWPORTS.items()
+    }
     for page_path in _pages(site):
         seen[page_path] = {}
         for screen, viewport in VIEWPORTS.items():
-            page = _open(browser, server, page_path, viewport, problems)
+            page = tabs[screen].go(page_path)
             seen[page_path][screen] = page.evaluate(_MEASURE)
             _screenshot(page, page_path, viewport)
             if screen == "projector" and page_path.startswith("notebooks/"):
                 seen[page_path]["cells"] = _page_cells(page)
                 seen[page_path]["top"] = page.evaluate(_TOP)
-            page.close()
+    for tab in tabs.values():
+        tab.page.close()
     return seen, problems
 
 
@@ -513,7 +531,7 @@ def test_search_finds_a_notebook(site, server, browser):
     )
     word = max(re.findall(r"[A-Za-z]{5,}", "".join(title["source"]).splitlines()[0]), key=len)
     problems = []
-    page = _open(browser, server, f"search.html?q={word}", VIEWPORTS["projector"], problems)
+    page = _Tab(browser, server, VIEWPORTS["projector"], problems).go(f"search.html?q={word}")
     page.wait_for_selector("#search-results li a", timeout=30_000)
     found = page.eval_on_selector_all("#search-results li a", "links => links.map(a => a.href)")
     page.close()
