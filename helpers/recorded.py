@@ -34,6 +34,9 @@ DEPENDS_ON_KEY = "gpu_output_depends_on"
 _OLD_CALL = "show_gpu_output"
 # `%load_ext helpers.recorded`, as IPython turns it into Python.
 _LOADER = ("load_ext", "helpers.recorded")
+# Settings that only a quick run (COURSE_QUICK=1, as the tests run the notebooks) reads: the
+# keyword arguments of these functions that start so. A run in default mode never uses them.
+_QUICK_ONLY = {"training_budget": "quick_", "expect_accuracy": "quick"}
 
 
 def recordings_root() -> Path | None:
@@ -58,9 +61,19 @@ def _is_not_code(node: ast.stmt) -> bool:
     return arguments == _LOADER  # get_ipython().run_line_magic('load_ext', 'helpers.recorded')
 
 
-def cell_source_key(source: str | list[str]) -> str:
+def _is_quick_only(call: ast.Call, keyword: ast.keyword) -> bool:
+    """Whether ``keyword`` of ``call`` is a setting that only a quick run reads."""
+    name = getattr(call.func, "id", None) or getattr(call.func, "attr", None)
+    prefix = _QUICK_ONLY.get(name)
+    return prefix is not None and keyword.arg is not None and keyword.arg.startswith(prefix)
+
+
+def cell_source_key(source: str | list[str], *, quick_run: bool = True) -> str:
     """A cell's code as compared between versions: its syntax tree, so that layout, comments and
-    imports do not count, nor a ``show_gpu_output`` call or ``%load_ext`` line."""
+    imports do not count, nor a ``show_gpu_output`` call or ``%load_ext`` line. With
+    ``quick_run=False`` (a recording made in default mode), neither do the settings that only a
+    quick run reads: ``training_budget``'s ``quick_*`` arguments and ``expect_accuracy``'s
+    ``quick=``."""
     text = "".join(source)
     python = TransformerManager().transform_cell(text)  # IPython's %magics and !commands as calls
     try:
@@ -68,6 +81,10 @@ def cell_source_key(source: str | list[str]) -> str:
     except SyntaxError:  # not Python: every non-blank line counts
         return "\n".join(line.rstrip() for line in text.splitlines() if line.strip())
     tree.body = [node for node in tree.body if not _is_not_code(node)]
+    if not quick_run:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                node.keywords = [k for k in node.keywords if not _is_quick_only(node, k)]
     return ast.dump(tree)
 
 
@@ -130,7 +147,6 @@ def find_recording(
     missing = [name for name in wanted_ids if name not in cells]
     if missing:
         raise ValueError(f"There is no cell {missing[0]!r} in {notebook.name}.")
-    wanted = {name: cell_source_key(cells[name]["source"]) for name in wanted_ids}
 
     found = []
     for path in sorted(Path(root or recorded).glob(f"*/notebooks/{notebook.name}")):
@@ -139,9 +155,12 @@ def find_recording(
         if cell.get("execution_count") is None:
             continue  # the run never reached this cell
         run = json.loads(path.read_text(encoding="utf-8"))["metadata"]["gpu_run"]
+        quick_run = run.get("quick", True)  # a run that does not say: every setting counts
         same_code = all(
-            name in recorded_cells and cell_source_key(recorded_cells[name]["source"]) == key
-            for name, key in wanted.items()
+            name in recorded_cells
+            and cell_source_key(recorded_cells[name]["source"], quick_run=quick_run)
+            == cell_source_key(cells[name]["source"], quick_run=quick_run)
+            for name in wanted_ids
         )
         current = same_code and _same_data(run)
         found.append(Recording(cell["outputs"], run, path, _label(run), current))

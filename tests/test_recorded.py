@@ -4,6 +4,7 @@
 import json
 import os
 import queue
+import re
 import shutil
 import warnings
 from pathlib import Path
@@ -78,6 +79,54 @@ def test_layout_comments_imports_and_the_loader_do_not_count_the_code_does():
     assert cell_source_key("!nvidia-smi\n") == cell_source_key("!nvidia-smi")
     assert cell_source_key("%load_ext tensorboard\nprint(1)") != cell_source_key("print(1)")
     assert cell_source_key("def f(:\n  pass") == "def f(:\n  pass"  # not Python: its lines
+
+
+def test_a_default_mode_recording_leaves_out_the_settings_only_a_quick_run_reads():
+    cell = (
+        "budget = training_budget(device, gpu_epochs=5, cpu_epochs=3, quick_epochs={q})\n"
+        "helpers.budget.expect_accuracy(a, budget, testset, full=(0.5, 0.7), quick=({q}, 1))\n"
+        "other(quick_epochs={q})\n"
+    )
+    quick_changed = [
+        cell.format(q=1),
+        cell.format(q=2).replace("other(quick_epochs=2)", "other(quick_epochs=1)"),
+    ]
+    assert cell_source_key(quick_changed[0], quick_run=False) == cell_source_key(
+        quick_changed[1], quick_run=False
+    )
+    assert cell_source_key(quick_changed[0]) != cell_source_key(quick_changed[1])
+    gpu_changed = cell.format(q=1).replace("gpu_epochs=5", "gpu_epochs=6")
+    assert cell_source_key(cell.format(q=1), quick_run=False) != cell_source_key(
+        gpu_changed, quick_run=False
+    )
+    other_changed = cell.format(q=1).replace("other(quick_epochs=1)", "other(quick_epochs=2)")
+    assert cell_source_key(cell.format(q=1), quick_run=False) != cell_source_key(
+        other_changed, quick_run=False
+    )
+
+
+def test_a_recording_in_default_mode_stays_current_when_only_the_quick_settings_change(tmp_path):
+    """01-02 sets 01's training budget. Recorded with other ``quick_*`` numbers, a default-mode
+    run is still the run of this cell; a quick run is not."""
+    recorded = next(iter(sorted(ROOT.glob("results/gpu/*/notebooks/01_*.ipynb"))))
+    today = {
+        c.get("id"): c
+        for c in json.loads((ROOT / "notebooks" / recorded.name).read_text())["cells"]
+    }
+    for quick in (False, True):
+        notebook = json.loads(recorded.read_text())
+        notebook["metadata"]["gpu_run"].update(quick=quick)
+        for cell in notebook["cells"]:
+            if cell.get("id") == "01-02":
+                source = _source(today["01-02"])
+                edited = re.sub(r"quick_epochs=\d+", "quick_epochs=99", source)
+                assert edited != source, "01-02 no longer sets quick_epochs: pick another cell"
+                cell["source"] = edited
+        folder = tmp_path / f"quick-{quick}"
+        (folder / "gpu" / "notebooks").mkdir(parents=True)
+        (folder / "gpu" / "notebooks" / recorded.name).write_text(json.dumps(notebook))
+        recording, _ = find_recording("01-02", root=folder)
+        assert recording is not None and recording.current is not quick, quick
 
 
 def test_each_marked_cell_shows_its_recording_only_while_it_is_as_recorded(capsys):
