@@ -1,10 +1,11 @@
 """`make test` passes in every clone a contributor or a runner makes, not only in a fresh full one.
 
 A clone holding the release tag (everyone who clones after the first release), one a commit after
-it, a shallow clone of depth 1 (what GitHub's checkout action makes) and one on no branch (what it
-checks out for a pull request). Each is made here from this repository, with no network, and the
-tests that read the clone's commits, tags or index (those marked ``git_refs``) run in it. The rest
-of the suite does not depend on git and runs here once.
+it, and a shallow clone of depth 1 on no branch: what GitHub's checkout action makes for a pull
+request (for a push it makes the same on a branch, which this checkout and the first two cover).
+Each is made here from this repository, with no network, and the tests that read the clone's
+commits, tags or index (those marked ``git_refs``) run in it. The rest of the suite does not depend
+on git and runs here once.
 """
 
 import os
@@ -60,9 +61,12 @@ def _after_tag(source: Path, path: Path) -> Path:
     return path
 
 
-def _shallow(source: Path, path: Path) -> Path:
+def _shallow_detached(source: Path, path: Path) -> Path:
+    """As GitHub checks out a pull request: one commit deep, on no branch."""
     _git("clone", "-q", "--depth", "1", source.as_uri(), str(path))  # file://: --depth applies
+    _git("checkout", "-q", "--detach", cwd=path)
     assert _git("rev-parse", "--is-shallow-repository", cwd=path).strip() == "true"
+    assert _git("branch", "--show-current", cwd=path).strip() == ""
     return path
 
 
@@ -77,18 +81,10 @@ def _files_with_git_refs_tests(clone: Path) -> list[str]:
     return files
 
 
-def _detached(source: Path, path: Path) -> Path:
-    """As GitHub checks out a pull request: its merge commit, on no branch."""
-    _git("clone", "-q", str(source), str(path))
-    _git("checkout", "-q", "--detach", cwd=path)
-    return path
-
-
 CLONES = {
     "with the release tag": _tagged,
     "a commit after it": _after_tag,
-    "shallow": _shallow,
-    "detached": _detached,
+    "shallow, on no branch": _shallow_detached,
 }
 
 

@@ -2,7 +2,7 @@
 
 Each test releases a clone of this working tree (committed), made here with no network; its
 ``origin`` is a bare repository standing in for GitHub, so the printed git commands run for real.
-The tests marked ``git_refs`` run again in a tagged, an after-tag and a shallow clone
+The tests marked ``git_refs`` run again in a tagged, an after-tag and a shallow, detached clone
 (tests/test_clones.py). ``scripts/release.py`` is standard library only: the first release runs
 on a Python that cannot import nbformat, as on a machine without ``.venv``.
 """
