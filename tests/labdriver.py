@@ -308,6 +308,18 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else "(empty error output)"
 
 
+def open_lab(server: LabServer, browser: Any, path: str = "") -> Any:
+    """A new page of JupyterLab, in a fresh workspace (it reopens no earlier tab), showing ``path``
+    (relative to the server's root: a notebook, or a folder in the file browser)."""
+    page = browser.new_context(viewport=VIEWPORT).new_page()
+    workspace = "browser-test-" + secrets.token_hex(4)
+    url = f"{server.base_url}/lab/workspaces/{workspace}"
+    if path:
+        url += f"/tree/{urllib.parse.quote(path)}"
+    page.goto(f"{url}?token={server.token}", wait_until="domcontentloaded", timeout=120_000)
+    return page
+
+
 def run_notebook(
     server: LabServer,
     browser: Any,
@@ -315,33 +327,32 @@ def run_notebook(
     screenshot: Path,
     timeout: float,
     run_cells: bool = True,
+    lab_page: Any = None,
 ) -> NotebookRun:
     """Open ``path`` (relative to the server's root), run all cells, read the result, screenshot it.
 
     With ``run_cells=False`` the notebook is only opened, as a class first sees it: its screens are
-    measured and nothing runs. The kernel is shut down and the page closed (never saved) on every
-    exit, failures included.
+    measured and nothing runs. Given ``lab_page`` (``open_lab``'s, on the server's root), the
+    notebook opens there from the file browser, as a student opens one, and its tab is closed at
+    the end; otherwise in a page of its own, closed at the end. The kernel is shut down and nothing
+    is saved on every exit, failures included.
     """
     run = NotebookRun()
     screenshot.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     deadline = start + timeout
-    context = browser.new_context(viewport=VIEWPORT)
-    page = context.new_page()
-    page.on("pageerror", lambda error: run.page_errors.append(str(error)))
+    page = lab_page or open_lab(server, browser, path)
+
+    def page_error(error):
+        run.page_errors.append(str(error))
+
+    page.on("pageerror", page_error)
 
     def left_ms() -> float:
         return max(1000.0, (deadline - time.monotonic()) * 1000)
 
     try:
-        workspace = "browser-test-" + secrets.token_hex(
-            4
-        )  # a fresh workspace reopens no earlier tab
-        url = f"{server.base_url}/lab/workspaces/{workspace}/tree/{urllib.parse.quote(path)}"
-        page.goto(f"{url}?token={server.token}", wait_until="domcontentloaded", timeout=left_ms())
-        page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell", timeout=left_ms())
-        page.wait_for_function(_KERNEL_READY, timeout=left_ms(), polling=250)
-        _no_dialog(page.evaluate(_READ_CELLS))
+        _show(page, path, from_file_browser=lab_page is not None, timeout_ms=left_ms())
         if run_cells:
             page.get_by_role("menuitem", name="Run", exact=True).click(timeout=left_ms())
             page.get_by_role("menuitem", name="Run All Cells", exact=True).click(timeout=left_ms())
@@ -384,11 +395,58 @@ def run_notebook(
             with contextlib.suppress(Exception):  # the error that got us here matters more
                 page.screenshot(path=str(screenshot))
                 run.screenshot = screenshot
+        page.remove_listener("pageerror", page_error)
+        _leave(server, path, page, shared=lab_page is not None, timeout_ms=left_ms())
+    return run
+
+
+# JupyterLab adds a long notebook's cells to the page a few at a time, while the browser is idle.
+_ALL_CELLS_SHOWN = (
+    f"(count) => document.querySelectorAll('{_PANEL} .jp-Notebook .jp-Cell').length >= count"
+)
+
+
+def _show(page: Any, path: str, from_file_browser: bool, timeout_ms: float) -> None:
+    """Wait until the notebook is shown, every cell of it, with its kernel ready; first open it
+    from the file browser (a double click on its name) if ``from_file_browser``."""
+    cells = len(json.loads((ROOT / "notebooks" / path).read_text(encoding="utf-8"))["cells"])
+    if from_file_browser:
+        listed = page.locator(".jp-DirListing-item", has_text=Path(path).name)
+        listed.first.dblclick(timeout=timeout_ms)
+    page.wait_for_function(_ALL_CELLS_SHOWN, arg=cells, timeout=timeout_ms, polling=250)
+    page.wait_for_function(_KERNEL_READY, timeout=timeout_ms, polling=250)
+    _no_dialog(page.evaluate(_READ_CELLS))
+
+
+def _leave(server: LabServer, path: str, page: Any, shared: bool, timeout_ms: float) -> None:
+    """Close the notebook without saving it (its tab in a ``shared`` page, else the page) and shut
+    its kernel down."""
+    try:
+        if shared:
+            _close_tab(page, timeout_ms)
+    finally:
         try:
             server.shut_down_kernels(path)
         finally:
-            context.close()  # closes without saving
-    return run
+            if not shared:
+                page.context.close()  # closes without saving
+
+
+def _close_tab(page: Any, timeout_ms: float) -> None:
+    """Close the notebook's tab as a student does, with its close button, and discard any change
+    (opening a notebook can update its metadata): nothing is saved."""
+    page.locator(
+        ".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabCloseIcon"
+    ).click(timeout=timeout_ms)
+    deadline = time.monotonic() + timeout_ms / 1000
+    while page.locator(_PANEL).count():  # the notebook is still shown
+        if page.locator(".jp-Dialog").count():
+            page.locator(".jp-Dialog").get_by_role("button", name="Discard").click(
+                timeout=timeout_ms
+            )
+        if time.monotonic() > deadline:
+            raise TimeoutError("the notebook's tab did not close")
+        time.sleep(0.2)
 
 
 def _look(page: Any, screenshot: Path) -> list[View]:
