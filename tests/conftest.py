@@ -25,14 +25,21 @@ def _clean_course_env(monkeypatch):
 NBVAL_OUTPUT_TIMEOUT = 60  # seconds
 
 
+# The notebook that runs longest (its torchrun demos start processes again and again): started
+# first, it ends with the others instead of after them.
+LONGEST_NOTEBOOK = "05_distributed_data_parallel.ipynb"
+
+
 def _run_order(item) -> int:
     """Where ``item``'s file goes in the run. `make test`'s workers (pytest-xdist, ``--dist
-    loadfile --no-loadscope-reorder``) take whole files in this order: the notebooks first, then
-    the browser test (the longest file), then the site's test, which builds its pages from the
-    notebooks' runs, then the rest."""
-    if item.path.suffix == ".ipynb":
+    loadfile --no-loadscope-reorder``) take whole files in this order: the notebooks first, the
+    longest of them first, then the browser test (the longest file), then the site's test, which
+    builds its pages from the notebooks' runs, then the rest."""
+    if item.path.name == LONGEST_NOTEBOOK:
         return 0
-    return {"test_browser.py": 1, "test_site.py": 2}.get(item.path.name, 3)
+    if item.path.suffix == ".ipynb":
+        return 1
+    return {"test_browser.py": 2, "test_site.py": 3}.get(item.path.name, 4)
 
 
 def pytest_collection_modifyitems(config, items):
