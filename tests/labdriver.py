@@ -449,6 +449,10 @@ def _close_tab(page: Any, timeout_ms: float) -> None:
         time.sleep(0.2)
 
 
+# Resolves once the browser has drawn two more frames: what a scroll brought into view is drawn.
+_TWO_FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
+
+
 def _look(page: Any, screenshot: Path) -> list[View]:
     """Scroll to each of ``_VIEW_TARGETS`` there is, screenshot it beside ``screenshot``, measure
     it."""
@@ -458,7 +462,7 @@ def _look(page: Any, screenshot: Path) -> list[View]:
         if target.count() == 0:
             continue  # a notebook without a figure
         target.first.evaluate("element => element.scrollIntoView({block: 'start'})")
-        page.wait_for_timeout(500)  # let the windowed notebook render what came into view
+        page.evaluate(_TWO_FRAMES)  # the browser draws what came into view
         path = screenshot.with_name(f"{screenshot.stem}-{name}.png")
         page.screenshot(path=str(path))
         seen = page.evaluate(_MEASURE_VIEW)
