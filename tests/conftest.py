@@ -1,8 +1,9 @@
+import shutil
 import tempfile
+from functools import partial
 from pathlib import Path
 
 import pytest
-import torch
 
 try:
     from executed_copies import keep
@@ -10,9 +11,6 @@ try:
 except ImportError:  # loaded as `-p tests.conftest` from the repository root
     from tests.executed_copies import keep
     from tests.figure_fonts import MIN_SHOWN_PX, kernel_env, read, shown_px, too_small
-
-requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-requires_two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
 
 
 @pytest.fixture(autouse=True)
@@ -50,7 +48,9 @@ def pytest_collection_modifyitems(config, items):
             item.output_timeout = (
                 NBVAL_OUTPUT_TIMEOUT  # outputs 5 s, too short on a busy 2-core machine
             )
-            fonts = fonts or Path(tempfile.mkdtemp(prefix="course-figure-fonts-"))
+            if fonts is None:
+                fonts = Path(tempfile.mkdtemp(prefix="course-figure-fonts-"))
+                config.add_cleanup(partial(shutil.rmtree, fonts, ignore_errors=True))
             _start_kernel_with(item.parent, fonts)
             _check_as_a_class_sees(item, fonts)
             keep(item)  # the site's test builds its pages from this run (executed_copies.py)

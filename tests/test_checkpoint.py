@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import requires_cuda
+from gpus import requires_cuda
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 

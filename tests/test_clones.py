@@ -4,8 +4,8 @@ A clone holding the release tag (everyone who clones after the first release), o
 it, and a shallow clone of depth 1 on no branch: what GitHub's checkout action makes for a pull
 request (for a push it makes the same on a branch, which this checkout and the first two cover).
 Each is made here from this repository, with no network, and the tests that read the clone's
-commits, tags or index (those marked ``git_refs``) run in it. The rest of the suite does not depend
-on git and runs here once.
+commits or tags (those marked ``git_refs``) run in it. The rest of the suite runs here once: what it
+reads of git (the files it tracks, its ignore rules) is the same in all of these clones.
 """
 
 import os
@@ -35,7 +35,7 @@ def _committed_copy(tmp_path: Path) -> Path:
     """A repository whose last commit is this working tree as it is, uncommitted changes included,
     on top of this clone's history: the clones below are made from it."""
     source = tmp_path / "source"
-    _git("clone", "-q", "--no-local", str(ROOT), str(source))
+    _git("clone", "-q", str(ROOT), str(source))
     listed = _git("ls-files", "-z", "--cached", "--others", "--exclude-standard", cwd=ROOT)
     for name in filter(None, listed.split("\0")):
         path = ROOT / name

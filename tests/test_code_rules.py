@@ -95,7 +95,6 @@ def _comments(text: str) -> list[tuple[int, str]]:
     return [(token.start[0], token.string) for token in tokens if token.type == tokenize.COMMENT]
 
 
-@pytest.mark.git_refs
 def test_the_code_follows_the_rules_the_linter_cannot_check():
     breaches = [b for name in _python_files() for b in _breaches(name)]
     assert not breaches, "\n".join(breaches)

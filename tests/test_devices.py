@@ -4,7 +4,7 @@ from collections import OrderedDict, defaultdict, namedtuple
 import numpy as np
 import pytest
 import torch
-from conftest import requires_cuda
+from gpus import requires_cuda
 from torch import nn
 
 from helpers.devices import as_device, describe_devices, pick_device, to_device, to_numpy

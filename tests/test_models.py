@@ -1,6 +1,6 @@
 import pytest
 import torch
-from conftest import requires_cuda
+from gpus import requires_cuda
 
 from helpers.models import CifarNet, SimpleModel, Tudui, count_parameters
 

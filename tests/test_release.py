@@ -65,14 +65,12 @@ def _colab_cells_check(clone: Path) -> subprocess.CompletedProcess:
 def clone(tmp_path):
     """An untagged clone of this working tree, committed, whose origin is a bare repository."""
     path = tmp_path / "clone"
-    _git("clone", "-q", "--no-local", str(ROOT), str(path), cwd=tmp_path)
+    _git("clone", "-q", str(ROOT), str(path), cwd=tmp_path)
     # On a branch, as a maintainer releases, even where this checkout is detached (a pull request
     # on GitHub): the clone checks out what this checkout has checked out.
     _git("checkout", "-q", "-B", "main", cwd=path)
     # GitHub holds the history the clone was made from (in a shallow clone, the part it has).
-    _git(
-        "clone", "-q", "--bare", "--no-local", str(path), str(tmp_path / "github.git"), cwd=tmp_path
-    )
+    _git("clone", "-q", "--bare", str(path), str(tmp_path / "github.git"), cwd=tmp_path)
     listed = _git("ls-files", "-z", "--cached", "--others", "--exclude-standard", cwd=ROOT)
     for name in filter(None, listed.split("\0")):
         if (ROOT / name).is_file():

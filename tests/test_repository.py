@@ -49,7 +49,6 @@ def _what_git_would_commit(path: Path, objects: Path) -> str:
     )
 
 
-@pytest.mark.git_refs
 def test_every_notebook_is_stored_stripped_and_as_jupyter_writes_it(tmp_path):
     """What git would commit, not the file: a lesson run in JupyterLab (autosave) leaves its outputs
     in the file, and git's filter takes them out. Stored as Jupyter writes it, a run shows no
@@ -76,7 +75,6 @@ def test_notebook_code_shows_the_hardware_and_checks_its_claims(path):
 
 
 @pytest.mark.skipif(not HAS_GIT, reason="needs a git checkout")
-@pytest.mark.git_refs
 def test_results_the_readme_and_notebooks_read_are_not_git_ignored():
     # A results file that is here but git-ignored is missing from every fresh clone (and from CI).
     kept = sorted(ROOT.glob("results/notebook-times-*.json"))

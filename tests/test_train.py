@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import requires_cuda
+from gpus import requires_cuda
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
