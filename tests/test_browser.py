@@ -4,12 +4,12 @@ One notebook is run here (Run All Cells, `COURSE_QUICK=1`): 01, which shows prog
 scaled down to fit and the exercises' checks. A small notebook written here adds an error, a
 warning, a widget that cannot be displayed and a figure narrower than the output area. Every code
 cell must have run, and no cell may show an error or print on stderr (a warning reads as a failure
-to a student). The other notebooks are opened as a class first sees them, not run, one after the
-other in one JupyterLab page, from its file browser: nbval runs every notebook, and `conftest.py`
-checks there, from the kernel, what this test checks of the runs here (stderr, and the figures' text
-as shown, with the output width measured here). On three screens a teacher shows (the first screen,
-the first figure, the exercises) no notification may cover the page and the text, the notebook's and
-the figures', must be large enough to read. The kernels record every figure's text size too
+to a student). The other notebooks are opened as a class first sees them, not run: nbval runs
+every notebook, and `conftest.py` checks there, from the kernel, what this test checks of the runs
+here (stderr, and the figures' text as shown, with the output width measured here). All eight open
+one after the other in one JupyterLab page, from its file browser. On three screens a teacher shows
+(the first screen, the first figure, the exercises) no notification may cover the page and the
+text, the notebook's and the figures', must be large enough to read. The kernels record every figure's text size too
 (`figure_fonts.py`): none under 10 pt. Nothing is saved. Screenshots, JupyterLab's log and
 `summary.txt` go to `test-output/browser/`.
 
@@ -232,8 +232,8 @@ def _figure_px(view, figures) -> list[tuple[float, str]]:
 
 @pytest.fixture(scope="module")
 def lab_page(lab, browser):
-    """JupyterLab in one page, on the notebooks' folder: the notebooks that are only opened open
-    there, one after the other, from the file browser (one page load instead of one each)."""
+    """JupyterLab in one page, on the notebooks' folder: every notebook opens there, one after the
+    other, from the file browser (one page load instead of one each)."""
     page = open_lab(lab, browser)
     page.wait_for_selector(".jp-DirListing-item", timeout=120_000)
     yield page
@@ -257,7 +257,7 @@ def test_notebook_runs_in_jupyterlab(notebook, lab, browser, lab_page, deadline,
         png,
         _budget(deadline, PER_NOTEBOOK),
         run_cells=ran,
-        lab_page=None if ran else lab_page,
+        lab_page=lab_page,
     )
     figures = read(lab.fonts, notebook.name)
     notes = f"; stderr (not errors): {run.stderr}" if run.stderr else ""
