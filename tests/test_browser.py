@@ -9,9 +9,9 @@ every notebook, and `conftest.py` checks there, from the kernel, what this test 
 here (stderr, and the figures' text as shown, with the output width measured here). All eight open
 one after the other in one JupyterLab page, from its file browser. On three screens a teacher shows
 (the first screen, the first figure, the exercises) no notification may cover the page and the
-text, the notebook's and the figures', must be large enough to read. The kernels record every figure's text size too
-(`figure_fonts.py`): none under 10 pt. Nothing is saved. Screenshots, JupyterLab's log and
-`summary.txt` go to `test-output/browser/`.
+text, the notebook's and the figures', must be large enough to read. The kernels record every
+figure's text size too (`figure_fonts.py`): none under 10 pt. Nothing is saved. Screenshots,
+JupyterLab's log and `summary.txt` go to `test-output/browser/`.
 
 Needs Debian's Chromium (or `COURSE_CHROMIUM=/path/to/chromium`) and Playwright; without them the
 tests skip, unless `COURSE_REQUIRE_BROWSER=1` (CI). Time limits: `COURSE_BROWSER_TIMEOUT` seconds
