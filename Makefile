@@ -90,11 +90,10 @@ lab: setup
 # site from the notebooks as nbval ran them and reads it in Chromium), the rest. TEST_WORKERS=0 runs
 # them in this process, one after the other. Each process computes on TEST_THREADS threads
 # (OMP_NUM_THREADS, which the kernels and `torchrun` inherit), so that the workers share the cores
-# instead of spinning. Three workers on two cores: while one waits (a timeout a lesson shows, a page
-# loading) the other two keep both cores busy, 98% of the time instead of 94% with two; measured in
-# two back-to-back pairs on a 2-core machine, pytest took 321 and 344 s with three, 334 and 353 s
-# with two.
-TEST_WORKERS ?= 3
+# instead of spinning. Not three: on two cores that kept them busier (98% of the time, not 94%) and
+# saved 10 to 13 s, but a third run of DDP at once made helpers/checks/processes.py's free port
+# taken before its process group started (1 failed run in 6).
+TEST_WORKERS ?= 2
 TEST_THREADS ?= 1
 # make passes the variables of its command line (`make test-torch TORCH=2.8.0 TORCHVISION=0.23.0`)
 # to the commands it runs, as environment variables: the `make` runs in the tests would read them and
