@@ -6,6 +6,10 @@ and ``MASTER_PORT`` in its environment, as under ``torchrun``, and runs the func
 (``Machine.cpu()``: any use of a GPU is refused). What the function prints is kept and shown
 after, each line after its rank; what C++ code writes (Gloo's notices) is dropped.
 
+The processes meet at a store that this process holds, as they meet at torchrun's agent: its port
+stays taken from before they start until they end. A port found free, closed, then handed to the
+processes could be taken in between by another program, such as another check running at once.
+
 A process that fails stops the others at once: they would wait for it in their next collective.
 """
 
@@ -13,7 +17,6 @@ import contextlib
 import io
 import multiprocessing
 import os
-import socket
 import sys
 import time
 from collections.abc import Callable
@@ -58,12 +61,6 @@ class _Job:
 TIMEOUT = 60.0  # seconds for all processes; the check's run takes about 3
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def run_in_processes(
     function: Callable,
     setup: Callable[[int], tuple],
@@ -93,18 +90,22 @@ def run_in_processes(
         raise ValueError(f"{world_size} processes do not fill machines of {per_machine} each")
     job = _Job(function, setup, report, told, per_machine)
     context = multiprocessing.get_context("fork")
-    port = _free_port()
-    pipes = [context.Pipe(duplex=False) for _ in range(world_size)]
+    pipes = [context.Pipe() for _ in range(world_size)]  # the port goes out, the Outcome back
     processes = [
-        context.Process(target=_child, args=(job, rank, world_size, port, pipes[rank][1]))
+        context.Process(target=_child, args=(job, rank, world_size, pipes[rank][1]))
         for rank in range(world_size)
     ]
     for process in processes:
         process.start()
-    for _, sending in pipes:
-        sending.close()  # the children hold their own ends
+    for _, child_end in pipes:
+        child_end.close()  # the children hold their own ends
     try:
-        return _collect([receiving for receiving, _ in pipes], processes, TIMEOUT)
+        # Made after the forks: a fork copies only the thread that calls it, and the store
+        # serves from a thread of its own.
+        store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+        for parent_end, _ in pipes:
+            parent_end.send(store.port)
+        return _collect([parent_end for parent_end, _ in pipes], processes, TIMEOUT)
     finally:
         for process in processes:
             _stop(process)
@@ -155,8 +156,9 @@ def _stop(process: multiprocessing.Process) -> None:
         process.join()
 
 
-def _child(job: _Job, rank: int, world_size: int, port: int, pipe: Connection) -> None:
+def _child(job: _Job, rank: int, world_size: int, pipe: Connection) -> None:
     """In the forked process: run the job as rank ``rank`` and send its ``Outcome``."""
+    port = pipe.recv()  # the parent's store, once every process has started
     torch.set_num_threads(1)  # a forked process must not use the parent's thread pool
     os.environ.update(
         RANK=str(rank),
@@ -166,6 +168,8 @@ def _child(job: _Job, rank: int, world_size: int, port: int, pipe: Connection) -
         LOCAL_WORLD_SIZE=str(job.per_machine),
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
+        # as torchrun tells its processes: a store serves at MASTER_PORT, so rank 0 starts none
+        TORCHELASTIC_USE_AGENT_STORE="True",
     )
     _drop_native_output()
     printed = io.StringIO()
