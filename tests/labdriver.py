@@ -1,9 +1,9 @@
 """Run notebooks in JupyterLab in headless Chromium, for ``tests/test_browser.py``.
 
 The server is started as a newcomer starts it, ``make lab``, with the test's options in
-``LAB_ARGS``: a free port on 127.0.0.1, a random token, and settings and workspaces folders of its
-own. The browser is Debian's ``chromium`` driven by Playwright through ``executable_path`` (never a
-downloaded one).
+``LAB_ARGS``: a port on 127.0.0.1 that the server picks, a random token, and settings and
+workspaces folders of its own. The browser is Debian's ``chromium`` driven by Playwright through
+``executable_path`` (never a downloaded one).
 
 JupyterLab renders an ``error`` output exactly like stderr text (a warning), so the output alone
 cannot tell them apart. The notebook minimap (``showMinimap``) can: its item for a cell with an
@@ -20,7 +20,6 @@ import os
 import secrets
 import shlex
 import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -77,6 +76,15 @@ def chromium_or_skip(what: str) -> str:
     pytest.skip(f"{what} skipped: {'; '.join(problems)}. CI installs Chromium and runs them.")
 
 
+def _server_port(runtime: Path) -> int:
+    """The port a Jupyter server started with ``--port=0`` listens on, from the file it writes in
+    its runtime folder once it listens (``jpserver-<pid>.json``); 0 before that."""
+    for info in runtime.glob("jpserver-*.json"):
+        with contextlib.suppress(OSError, ValueError):  # being written
+            return int(json.loads(info.read_text())["port"])
+    return 0
+
+
 class LabServer:
     """JupyterLab started by ``make lab`` with ``COURSE_QUICK=1``.
 
@@ -86,11 +94,9 @@ class LabServer:
         self.workdir = workdir
         self.log_path = log_path
         self.env = dict(env or {})
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
+        self.port = 0  # the server picks a free one: start() reads which
         self.token = secrets.token_hex(16)
-        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.base_url = ""
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float) -> None:
@@ -102,8 +108,11 @@ class LabServer:
         settings = self.workdir / "settings"
         workspaces = self.workdir / "workspaces"
         workspaces.mkdir(exist_ok=True)
+        # Port 0: the server takes a free port itself, and names it in its runtime folder. A port
+        # found free here would stay free only until another program took it, as the tests' own
+        # processes do, during the seconds the server takes to start.
         args = [
-            f"--port={self.port}",
+            "--port=0",
             "--port-retries=0",
             "--ServerApp.ip=127.0.0.1",
             "--no-browser",
@@ -122,7 +131,8 @@ class LabServer:
             "MAKELEVEL",
         )  # not from `make test`
         env = {k: v for k, v in os.environ.items() if k not in drop}
-        env.update(self.env, COURSE_QUICK="1", JUPYTER_RUNTIME_DIR=str(self.workdir / "runtime"))
+        runtime = self.workdir / "runtime"
+        env.update(self.env, COURSE_QUICK="1", JUPYTER_RUNTIME_DIR=str(runtime))
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("wb") as log:
             make = ["make", "--no-print-directory", "-C", str(ROOT), "lab", f"LAB_ARGS={lab_args}"]
@@ -131,9 +141,13 @@ class LabServer:
             self.process = subprocess.Popen(make, env=env, start_new_session=True, **streams)
         deadline = time.monotonic() + timeout
         while self.process.poll() is None:
+            if not self.port:
+                self.port = _server_port(runtime)
+                self.base_url = f"http://127.0.0.1:{self.port}"
             with contextlib.suppress(OSError):  # URLError is one
-                self.api("GET", "/api/status", timeout=2)
-                return
+                if self.port:
+                    self.api("GET", "/api/status", timeout=2)
+                    return
             if time.monotonic() > deadline:
                 raise TimeoutError(
                     f"JupyterLab did not answer within {timeout:.0f} s.\n{self.log_tail()}"
