@@ -90,10 +90,9 @@ lab: setup
 # site from the notebooks as nbval ran them and reads it in Chromium), the rest. TEST_WORKERS=0 runs
 # them in this process, one after the other. Each process computes on TEST_THREADS threads
 # (OMP_NUM_THREADS, which the kernels and `torchrun` inherit), so that the workers share the cores
-# instead of spinning. Not three: on two cores they kept the cores busier (98% of the time, not 94%)
-# and saved 10 to 13 s, but with three DDP runs at once, another run's connection can take the free
-# port that helpers/checks/processes.py picked before its process group binds it (1 run in 6 failed).
-TEST_WORKERS ?= 2
+# instead of spinning. Three on two cores: while one waits (for a server, a browser, a process it
+# started), two compute. The cores were busy 98% of the time with three, 94% with two.
+TEST_WORKERS ?= 3
 TEST_THREADS ?= 1
 # make passes the variables of its command line (`make test-torch TORCH=2.8.0 TORCHVISION=0.23.0`)
 # to the commands it runs, as environment variables: the `make` runs in the tests would read them and
