@@ -261,12 +261,17 @@ def test_setup_cell_on_a_colab_stand_in_fetches_the_tag_installs_from_it_and_fin
     assert again.returncode == 0, again.stderr
 
 
-def _nothing_listens() -> str:
-    """An address on this machine where nothing listens: a port just bound, then freed."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return f"http://127.0.0.1:{port}/"
+@pytest.fixture(params=["refused", "unresolved"])
+def github_out_of_reach(request):
+    """A GitHub address that cannot be reached: a port on this machine that refuses connections
+    (bound but never listened on, and held, so no other program can take it and answer), or a
+    name that never resolves."""
+    if request.param == "unresolved":
+        yield "https://course.invalid/"
+        return
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{held.getsockname()[1]}/"
 
 
 def _failure(tmp_path, github: str, platform: dict, pythonpath: str = "") -> str:
@@ -309,16 +314,13 @@ def test_setup_cell_names_a_release_tag_that_was_not_pushed(tmp_path, platform):
     assert f"git push origin {TAG}" in last  # the fix
 
 
-@pytest.mark.parametrize(
-    "github",
-    [_nothing_listens(), "https://course.invalid/"],  # refused; a name that never resolves
-    ids=["refused", "unresolved"],
-)
-def test_setup_cell_without_internet_says_so_and_on_kaggle_where_to_turn_it_on(tmp_path, github):
-    on_colab = _failure(tmp_path, github, COLAB)
+def test_setup_cell_without_internet_says_so_and_on_kaggle_where_to_turn_it_on(
+    tmp_path, github_out_of_reach
+):
+    on_colab = _failure(tmp_path, github_out_of_reach, COLAB)
     assert "no internet" in on_colab and REPOSITORY in on_colab
     assert "Kaggle" not in on_colab  # Kaggle's advice only there
-    on_kaggle = _failure(tmp_path, github, KAGGLE)
+    on_kaggle = _failure(tmp_path, github_out_of_reach, KAGGLE)
     assert "no internet" in on_kaggle
     assert "Settings > Internet" in on_kaggle and "phone-verified" in on_kaggle
 
