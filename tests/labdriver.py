@@ -96,8 +96,11 @@ class LabServer:
         self.env = dict(env or {})
         self.port = 0  # the server picks a free one: start() reads which
         self.token = secrets.token_hex(16)
-        self.base_url = ""
         self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float) -> None:
         """Run ``make lab`` and wait until the server answers (at most ``timeout`` seconds)."""
@@ -143,7 +146,6 @@ class LabServer:
         while self.process.poll() is None:
             if not self.port:
                 self.port = _server_port(runtime)
-                self.base_url = f"http://127.0.0.1:{self.port}"
             with contextlib.suppress(OSError):  # URLError is one
                 if self.port:
                     self.api("GET", "/api/status", timeout=2)
